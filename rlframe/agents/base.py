@@ -1,0 +1,322 @@
+"""Agent base classes: a model, a distribution, and action selection.
+
+An agent owns a torch model and turns ``(observation, prev_action,
+prev_reward)`` into actions (``step``, no grad, outputs on CPU) and into
+training outputs (``__call__``, with grad). Samplers call ``step``; algorithms
+call ``__call__``. Recurrent agents keep their RNN state between steps.
+"""
+from __future__ import annotations
+
+import copy
+import multiprocessing as mp
+from typing import Any, Iterator
+
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from rlframe.models.utils import strip_ddp_state_dict
+from rlframe.utils.buffer import buffer_func, buffer_method
+from rlframe.utils.collections import namedarraytuple
+from rlframe.utils.logging import logger
+from rlframe.utils.synchronize import RWLock
+
+AgentInputs = namedarraytuple("AgentInputs", ["observation", "prev_action", "prev_reward"])
+AgentInputsRnn = namedarraytuple("AgentInputsRnn",
+                                 ["observation", "prev_action", "prev_reward", "init_rnn_state"])
+AgentStep = namedarraytuple("AgentStep", ["action", "agent_info"])
+
+
+class BaseAgent:
+    """Holds the model; subclasses add a distribution and ``step``/``__call__``.
+
+    Args:
+        ModelCls: torch.nn.Module class, built in :meth:`initialize` with
+            ``ModelCls(**make_env_to_model_kwargs(env_spaces), **model_kwargs)``.
+        model_kwargs: extra model constructor arguments.
+        initial_model_state_dict: loaded into the model after it is built.
+    """
+
+    recurrent: bool = False
+    alternating: bool = False
+
+    def __init__(self, ModelCls: type | None = None, model_kwargs: dict | None = None,
+                 initial_model_state_dict: dict | None = None):
+        self.ModelCls = ModelCls
+        self.model_kwargs = dict() if model_kwargs is None else dict(model_kwargs)
+        self.initial_model_state_dict = initial_model_state_dict
+        self.model: torch.nn.Module | None = None
+        self.shared_model: torch.nn.Module | None = None
+        self.distribution: Any = None
+        self.device = torch.device("cpu")
+        self.env_spaces: Any = None
+        self.env_model_kwargs: dict = {}
+        self.share_memory = False
+        self._mode: str | None = None
+        self._ddp = False
+        # Parameter hand-over to asynchronous samplers (see send/recv_shared_memory).
+        self._send_count: Any = None
+        self._recv_count = 0
+        self._rw_lock: RWLock | None = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Training forward pass (with grad); defined by subclasses."""
+        raise NotImplementedError(f"{type(self).__name__} defines no training forward pass.")
+
+    def check_env_spaces(self, env_spaces: Any) -> None:
+        """Raise a clear error if this agent cannot act in ``env_spaces``.
+
+        Called before any work by runners and in :meth:`initialize`.
+        """
+
+    def initialize(self, env_spaces: Any, share_memory: bool = False, **kwargs: Any) -> None:
+        """Build the model for ``env_spaces``.
+
+        Args:
+            env_spaces: ``EnvSpaces(observation, action)``.
+            share_memory: put the model's parameters on shared memory, so that
+                parallel sampler workers read the parameters the master trains.
+        """
+        self.check_env_spaces(env_spaces)
+        if self.ModelCls is None:
+            raise ValueError(f"{type(self).__name__} needs a ModelCls (got None).")
+        self.env_model_kwargs = self.make_env_to_model_kwargs(env_spaces)
+        self.model = self.ModelCls(**self.env_model_kwargs, **self.model_kwargs)
+        if share_memory:
+            self.model.share_memory()
+            self.shared_model = self.model
+            self._send_count = mp.RawValue("l", 0)
+            self._rw_lock = RWLock()
+        if self.initial_model_state_dict is not None:
+            self.model.load_state_dict(strip_ddp_state_dict(self.initial_model_state_dict))
+        self.env_spaces = env_spaces
+        self.share_memory = share_memory
+
+    def make_env_to_model_kwargs(self, env_spaces: Any) -> dict:
+        """Model constructor kwargs that depend on the env (shapes, action count)."""
+        return {}
+
+    def to_device(self, cuda_idx: int | None = None) -> None:
+        """Move the model to ``cuda:<cuda_idx>`` (no-op for None).
+
+        A shared-memory model stays on CPU for the samplers; the agent trains a
+        copy on the GPU and :meth:`sync_shared_memory` copies parameters back.
+        """
+        if cuda_idx is None:
+            return
+        if self.shared_model is not None:
+            self.model = self.ModelCls(**self.env_model_kwargs, **self.model_kwargs)
+            self.model.load_state_dict(self.shared_model.state_dict())
+        self.device = torch.device("cuda", index=cuda_idx)
+        self.model.to(self.device)
+        logger.log(f"Initialized agent model on device: {self.device}.")
+
+    def data_parallel(self) -> int | None:
+        """Wrap the model in DistributedDataParallel (process group must exist).
+
+        Returns:
+            the CUDA device index, or None on CPU (gloo).
+        """
+        device_id = self.device.index if self.device.type == "cuda" else None
+        self.model = DDP(self.model, device_ids=None if device_id is None else [device_id],
+                         output_device=device_id)
+        self._ddp = True
+        logger.log(f"Initialized DistributedDataParallel agent model on device {self.device}.")
+        return device_id
+
+    def async_cpu(self, share_memory: bool = True) -> None:
+        """In an asynchronous CPU sampler: act with a private copy of the shared model."""
+        if self.device.type != "cpu":
+            return
+        if self.shared_model is None:
+            raise RuntimeError("async_cpu() needs an agent initialized with share_memory=True.")
+        self.model = copy.deepcopy(self.shared_model)
+        if share_memory:
+            self.model.share_memory()
+
+    def collector_initialize(self, global_B: int = 1, env_ranks: Any = None) -> None:
+        """Called in each collector with the global env layout (e.g. for vector epsilon)."""
+
+    @torch.no_grad()
+    def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> AgentStep:
+        """Select actions for [B] (or [T, B]) inputs; returns CPU ``AgentStep``."""
+        raise NotImplementedError(f"{type(self).__name__} defines no step().")
+
+    def reset(self) -> None:
+        """Start of new episodes in every env (recurrent agents clear state)."""
+
+    def reset_one(self, idx: int) -> None:
+        """Start of a new episode in env ``idx``."""
+
+    def parameters(self) -> Iterator[torch.nn.Parameter]:
+        """Parameters trained by the algorithm."""
+        return self.model.parameters()
+
+    def named_parameters(self) -> Iterator[tuple[str, torch.nn.Parameter]]:
+        """Named parameters of the model."""
+        return self.model.named_parameters()
+
+    def state_dict(self) -> dict:
+        """Model parameters, without DistributedDataParallel's ``module.`` prefix."""
+        return strip_ddp_state_dict(self.model.state_dict())
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Load parameters saved by :meth:`state_dict` (DDP prefixes tolerated)."""
+        target = self.model.module if self._ddp else self.model
+        target.load_state_dict(strip_ddp_state_dict(state_dict))
+
+    def train_mode(self, itr: int) -> None:
+        """Before optimization at iteration ``itr``."""
+        self.model.train()
+        self._mode = "train"
+
+    def sample_mode(self, itr: int) -> None:
+        """Before collecting training samples at iteration ``itr``."""
+        self.model.eval()
+        self._mode = "sample"
+
+    def eval_mode(self, itr: int) -> None:
+        """Before collecting evaluation trajectories at iteration ``itr``."""
+        self.model.eval()
+        self._mode = "eval"
+
+    def sync_shared_memory(self) -> None:
+        """Copy the trained model into the shared-memory model samplers read."""
+        if self.shared_model is not None and self.shared_model is not self.model:
+            self.shared_model.load_state_dict(self.state_dict())
+
+    def send_shared_memory(self) -> None:
+        """Optimizer side of asynchronous mode: publish new parameters."""
+        if self.shared_model is None:
+            return
+        with self._rw_lock.write_lock:
+            if self.shared_model is not self.model:
+                self.shared_model.load_state_dict(self.state_dict())
+            self._send_count.value += 1
+
+    def recv_shared_memory(self) -> None:
+        """Sampler side of asynchronous mode: take parameters if new ones were sent."""
+        if self.shared_model is None or self.shared_model is self.model:
+            return
+        if self._send_count.value > self._recv_count:
+            with self._rw_lock:
+                self.model.load_state_dict(self.shared_model.state_dict())
+                self._recv_count = self._send_count.value
+
+    def toggle_alt(self) -> None:
+        """Alternating samplers switch env halves (alternating agents override)."""
+
+
+class RecurrentAgentMixin:
+    """RNN state bookkeeping for agents whose model takes ``init_rnn_state``.
+
+    The state is ``[N, B, H]`` (or a namedarraytuple of such, e.g. LSTM (h, c));
+    ``None`` means zeros. The sampling state is set aside while training or
+    evaluating and restored on returning to sample mode.
+    """
+
+    recurrent = True
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._prev_rnn_state: Any = None
+        self._sample_rnn_state: Any = None
+
+    def reset(self) -> None:
+        self._prev_rnn_state = None
+
+    def reset_one(self, idx: int) -> None:
+        if self._prev_rnn_state is not None:
+            self._prev_rnn_state[:, idx] = 0
+
+    def advance_rnn_state(self, new_rnn_state: Any) -> None:
+        """Keep the state the model returned for the next step."""
+        self._prev_rnn_state = new_rnn_state
+
+    @property
+    def prev_rnn_state(self) -> Any:
+        return self._prev_rnn_state
+
+    def train_mode(self, itr: int) -> None:
+        if self._mode == "sample":
+            self._sample_rnn_state = self._prev_rnn_state
+        self._prev_rnn_state = None
+        super().train_mode(itr)
+
+    def sample_mode(self, itr: int) -> None:
+        if self._mode != "sample":
+            self._prev_rnn_state = self._sample_rnn_state
+        super().sample_mode(itr)
+
+    def eval_mode(self, itr: int) -> None:
+        if self._mode == "sample":
+            self._sample_rnn_state = self._prev_rnn_state
+        self._prev_rnn_state = None
+        super().eval_mode(itr)
+
+
+class AlternatingRecurrentAgentMixin:
+    """Two RNN states, one per half of the envs, for alternating samplers.
+
+    The agent steps one half, then the other; each ``advance_rnn_state`` stores
+    the state of the current half and switches to the other.
+    """
+
+    recurrent = True
+    alternating = True
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._prev_rnn_state_pair: list = [None, None]
+        self._sample_rnn_state_pair: list = [None, None]
+        self._alt = 0
+
+    def reset(self) -> None:
+        self._prev_rnn_state_pair = [None, None]
+        self._alt = 0
+
+    def reset_one(self, idx: int) -> None:
+        # idx is within the current half.
+        state = self._prev_rnn_state_pair[self._alt]
+        if state is not None:
+            state[:, idx] = 0
+
+    def advance_rnn_state(self, new_rnn_state: Any) -> None:
+        self._prev_rnn_state_pair[self._alt] = new_rnn_state
+        self._alt ^= 1
+
+    @property
+    def prev_rnn_state(self) -> Any:
+        return self._prev_rnn_state_pair[self._alt]
+
+    def toggle_alt(self) -> None:
+        self._alt ^= 1
+
+    def train_mode(self, itr: int) -> None:
+        if self._mode == "sample":
+            self._sample_rnn_state_pair = self._prev_rnn_state_pair
+        self._prev_rnn_state_pair = [None, None]
+        self._alt = 0
+        super().train_mode(itr)
+
+    def sample_mode(self, itr: int) -> None:
+        if self._mode != "sample":
+            self._prev_rnn_state_pair = self._sample_rnn_state_pair
+            self._alt = 0
+        super().sample_mode(itr)
+
+    def eval_mode(self, itr: int) -> None:
+        if self._mode == "sample":
+            self._sample_rnn_state_pair = self._prev_rnn_state_pair
+        self._prev_rnn_state_pair = [None, None]
+        self._alt = 0
+        super().eval_mode(itr)
+
+
+def zeros_like_rnn_state(rnn_state: Any) -> Any:
+    """Zeros with the structure and shape of ``rnn_state``."""
+    return buffer_func(rnn_state, torch.zeros_like)
+
+
+def rnn_state_batch_first(rnn_state: Any) -> Any:
+    """[N, B, H] -> [B, N, H] (how agent_info stores prev_rnn_state per env)."""
+    return buffer_method(rnn_state, "transpose", 0, 1)

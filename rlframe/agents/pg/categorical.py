@@ -1,0 +1,139 @@
+"""Policy-gradient agents for discrete actions (Categorical policy + value)."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from rlframe.agents.base import (AgentStep, AlternatingRecurrentAgentMixin, BaseAgent,
+                                 RecurrentAgentMixin, rnn_state_batch_first,
+                                 zeros_like_rnn_state)
+from rlframe.agents.pg.base import AgentInfo, AgentInfoRnn
+from rlframe.distributions.categorical import Categorical, DistInfo
+from rlframe.models.pg.mlp_models import CategoricalPgLstmModel, CategoricalPgMlpModel
+from rlframe.utils.buffer import buffer_to
+
+
+def check_discrete_action_space(agent: Any, env_spaces: Any) -> None:
+    """Raise TypeError unless the action space is discrete (has ``n``, no shape)."""
+    action_space = env_spaces.action
+    n = getattr(action_space, "n", None)
+    if n is None or tuple(getattr(action_space, "shape", ())) != ():
+        raise TypeError(f"{type(agent).__name__} needs a discrete action space "
+                        f"(gymnasium Discrete / IntBox with n actions); got "
+                        f"env_spaces.action={action_space!r}. For continuous actions use "
+                        "GaussianPgAgent or MujocoFfAgent.")
+
+
+class CategoricalPgAgent(BaseAgent):
+    """Discrete-action agent for A2C/PPO.
+
+    The model's ``forward(observation, prev_action, prev_reward)`` gets
+    ``prev_action`` one-hot encoded and returns ``(pi, value)``:
+    pi [*lead, A] probabilities, value [*lead].
+    Defaults to :class:`CategoricalPgMlpModel` (vector observations).
+    """
+
+    def __init__(self, ModelCls: type | None = CategoricalPgMlpModel,
+                 model_kwargs: dict | None = None,
+                 initial_model_state_dict: dict | None = None):
+        super().__init__(ModelCls=ModelCls, model_kwargs=model_kwargs,
+                         initial_model_state_dict=initial_model_state_dict)
+
+    def check_env_spaces(self, env_spaces: Any) -> None:
+        check_discrete_action_space(self, env_spaces)
+
+    def make_env_to_model_kwargs(self, env_spaces: Any) -> dict:
+        return dict(observation_shape=env_spaces.observation.shape,
+                    action_size=env_spaces.action.n)
+
+    def initialize(self, env_spaces: Any, share_memory: bool = False, global_B: int = 1,
+                   env_ranks: Any = None) -> None:
+        super().initialize(env_spaces, share_memory)
+        self.distribution = Categorical(dim=env_spaces.action.n)
+
+    def _model_inputs(self, observation: Any, prev_action: Any, prev_reward: Any) -> tuple:
+        prev_action = self.distribution.to_onehot(prev_action)
+        return buffer_to((observation, prev_action, prev_reward), device=self.device)
+
+    def __call__(self, observation: Any, prev_action: Any,
+                 prev_reward: Any) -> tuple[DistInfo, torch.Tensor]:
+        """Returns ``(DistInfo(prob) [*lead, A], value [*lead])`` with grad, on CPU."""
+        pi, value = self.model(*self._model_inputs(observation, prev_action, prev_reward))
+        return buffer_to((DistInfo(prob=pi), value), device="cpu")
+
+    @torch.no_grad()
+    def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> AgentStep:
+        pi, value = self.model(*self._model_inputs(observation, prev_action, prev_reward))
+        dist_info = DistInfo(prob=pi)
+        action = self.distribution.sample(dist_info)
+        agent_info = AgentInfo(dist_info=dist_info, value=value)
+        action, agent_info = buffer_to((action, agent_info), device="cpu")
+        return AgentStep(action=action, agent_info=agent_info)
+
+    @torch.no_grad()
+    def value(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor:
+        """State value [*lead] for bootstrapping (no grad, CPU)."""
+        _pi, value = self.model(*self._model_inputs(observation, prev_action, prev_reward))
+        return value.to("cpu")
+
+
+class RecurrentCategoricalPgAgentBase(BaseAgent):
+    """Recurrent discrete-action agent: the model also takes and returns an RNN state.
+
+    Model: ``forward(observation, prev_action, prev_reward, init_rnn_state)`` ->
+    ``(pi, value, next_rnn_state)`` with states [N, B, H].
+    """
+
+    def __init__(self, ModelCls: type | None = CategoricalPgLstmModel,
+                 model_kwargs: dict | None = None,
+                 initial_model_state_dict: dict | None = None):
+        super().__init__(ModelCls=ModelCls, model_kwargs=model_kwargs,
+                         initial_model_state_dict=initial_model_state_dict)
+
+    check_env_spaces = CategoricalPgAgent.check_env_spaces
+    make_env_to_model_kwargs = CategoricalPgAgent.make_env_to_model_kwargs
+    initialize = CategoricalPgAgent.initialize
+    _model_inputs = CategoricalPgAgent._model_inputs
+
+    def __call__(self, observation: Any, prev_action: Any, prev_reward: Any,
+                 init_rnn_state: Any) -> tuple[DistInfo, torch.Tensor, Any]:
+        """Training pass over [T, B] sequences from ``init_rnn_state`` [N, B, H]."""
+        model_inputs = self._model_inputs(observation, prev_action, prev_reward)
+        init_rnn_state = buffer_to(init_rnn_state, device=self.device)
+        pi, value, next_rnn_state = self.model(*model_inputs, init_rnn_state)
+        dist_info, value = buffer_to((DistInfo(prob=pi), value), device="cpu")
+        return dist_info, value, next_rnn_state
+
+    @torch.no_grad()
+    def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> AgentStep:
+        model_inputs = self._model_inputs(observation, prev_action, prev_reward)
+        rnn_state = buffer_to(self.prev_rnn_state, device=self.device)
+        pi, value, rnn_state = self.model(*model_inputs, rnn_state)
+        dist_info = DistInfo(prob=pi)
+        action = self.distribution.sample(dist_info)
+        prev_rnn_state = self.prev_rnn_state
+        if prev_rnn_state is None:
+            prev_rnn_state = zeros_like_rnn_state(rnn_state)
+        agent_info = AgentInfoRnn(dist_info=dist_info, value=value,
+                                  prev_rnn_state=rnn_state_batch_first(prev_rnn_state))
+        action, agent_info = buffer_to((action, agent_info), device="cpu")
+        self.advance_rnn_state(rnn_state)
+        return AgentStep(action=action, agent_info=agent_info)
+
+    @torch.no_grad()
+    def value(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor:
+        """Bootstrap value [B] from the current RNN state (the state is not advanced)."""
+        model_inputs = self._model_inputs(observation, prev_action, prev_reward)
+        rnn_state = buffer_to(self.prev_rnn_state, device=self.device)
+        _pi, value, _rnn_state = self.model(*model_inputs, rnn_state)
+        return value.to("cpu")
+
+
+class RecurrentCategoricalPgAgent(RecurrentAgentMixin, RecurrentCategoricalPgAgentBase):
+    """Recurrent discrete-action agent for serial and CPU-parallel sampling."""
+
+
+class AlternatingRecurrentCategoricalPgAgent(AlternatingRecurrentAgentMixin,
+                                             RecurrentCategoricalPgAgentBase):
+    """Recurrent discrete-action agent for alternating samplers."""

@@ -1,0 +1,123 @@
+"""Policy-gradient agents for continuous actions (diagonal Gaussian policy + value)."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlframe.agents.base import (AgentStep, AlternatingRecurrentAgentMixin, BaseAgent,
+                                 RecurrentAgentMixin, rnn_state_batch_first,
+                                 zeros_like_rnn_state)
+from rlframe.agents.pg.base import AgentInfo, AgentInfoRnn
+from rlframe.distributions.gaussian import DistInfoStd, Gaussian
+from rlframe.utils.buffer import buffer_to
+
+
+def check_box_action_space(agent: Any, env_spaces: Any) -> None:
+    """Raise unless the action space is a 1-D float box with finite bounds."""
+    space = env_spaces.action
+    shape = tuple(getattr(space, "shape", ()) or ())
+    dtype = np.dtype(getattr(space, "dtype", np.int64))
+    if getattr(space, "n", None) is not None or len(shape) != 1 or dtype.kind != "f":
+        raise TypeError(f"{type(agent).__name__} needs a 1-D continuous (Box) action space; "
+                        f"got env_spaces.action={space!r}. For discrete actions use "
+                        "CategoricalPgAgent.")
+    low, high = np.asarray(space.low), np.asarray(space.high)
+    if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
+        raise ValueError(f"{type(agent).__name__} needs finite action bounds; got "
+                         f"low={low}, high={high}.")
+
+
+class GaussianPgAgent(BaseAgent):
+    """Continuous-action agent for A2C/PPO.
+
+    Model: ``forward(observation, prev_action, prev_reward)`` ->
+    ``(mu [*lead, A], log_std [*lead, A], value [*lead])``.
+    """
+
+    def check_env_spaces(self, env_spaces: Any) -> None:
+        check_box_action_space(self, env_spaces)
+
+    def initialize(self, env_spaces: Any, share_memory: bool = False, global_B: int = 1,
+                   env_ranks: Any = None) -> None:
+        super().initialize(env_spaces, share_memory)
+        self.distribution = Gaussian(dim=env_spaces.action.shape[0])
+
+    def __call__(self, observation: Any, prev_action: Any,
+                 prev_reward: Any) -> tuple[DistInfoStd, torch.Tensor]:
+        """Returns ``(DistInfoStd(mean, log_std), value)`` with grad, on CPU."""
+        model_inputs = buffer_to((observation, prev_action, prev_reward), device=self.device)
+        mu, log_std, value = self.model(*model_inputs)
+        return buffer_to((DistInfoStd(mean=mu, log_std=log_std), value), device="cpu")
+
+    @torch.no_grad()
+    def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> AgentStep:
+        model_inputs = buffer_to((observation, prev_action, prev_reward), device=self.device)
+        mu, log_std, value = self.model(*model_inputs)
+        dist_info = DistInfoStd(mean=mu, log_std=log_std)
+        action = self.distribution.sample(dist_info)
+        agent_info = AgentInfo(dist_info=dist_info, value=value)
+        action, agent_info = buffer_to((action, agent_info), device="cpu")
+        return AgentStep(action=action, agent_info=agent_info)
+
+    @torch.no_grad()
+    def value(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor:
+        """State value [*lead] for bootstrapping (no grad, CPU)."""
+        model_inputs = buffer_to((observation, prev_action, prev_reward), device=self.device)
+        _mu, _log_std, value = self.model(*model_inputs)
+        return value.to("cpu")
+
+
+class RecurrentGaussianPgAgentBase(BaseAgent):
+    """Recurrent continuous-action agent.
+
+    Model: ``forward(observation, prev_action, prev_reward, init_rnn_state)`` ->
+    ``(mu, log_std, value, next_rnn_state)`` with states [N, B, H].
+    """
+
+    check_env_spaces = GaussianPgAgent.check_env_spaces
+    initialize = GaussianPgAgent.initialize
+
+    def __call__(self, observation: Any, prev_action: Any, prev_reward: Any,
+                 init_rnn_state: Any) -> tuple[DistInfoStd, torch.Tensor, Any]:
+        """Training pass over [T, B] sequences from ``init_rnn_state`` [N, B, H]."""
+        model_inputs = buffer_to((observation, prev_action, prev_reward, init_rnn_state),
+                                 device=self.device)
+        mu, log_std, value, next_rnn_state = self.model(*model_inputs)
+        dist_info, value = buffer_to((DistInfoStd(mean=mu, log_std=log_std), value),
+                                     device="cpu")
+        return dist_info, value, next_rnn_state
+
+    @torch.no_grad()
+    def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> AgentStep:
+        model_inputs = buffer_to((observation, prev_action, prev_reward, self.prev_rnn_state),
+                                 device=self.device)
+        mu, log_std, value, rnn_state = self.model(*model_inputs)
+        dist_info = DistInfoStd(mean=mu, log_std=log_std)
+        action = self.distribution.sample(dist_info)
+        prev_rnn_state = self.prev_rnn_state
+        if prev_rnn_state is None:
+            prev_rnn_state = zeros_like_rnn_state(rnn_state)
+        agent_info = AgentInfoRnn(dist_info=dist_info, value=value,
+                                  prev_rnn_state=rnn_state_batch_first(prev_rnn_state))
+        action, agent_info = buffer_to((action, agent_info), device="cpu")
+        self.advance_rnn_state(rnn_state)
+        return AgentStep(action=action, agent_info=agent_info)
+
+    @torch.no_grad()
+    def value(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor:
+        """Bootstrap value [B] from the current RNN state (the state is not advanced)."""
+        model_inputs = buffer_to((observation, prev_action, prev_reward, self.prev_rnn_state),
+                                 device=self.device)
+        _mu, _log_std, value, _rnn_state = self.model(*model_inputs)
+        return value.to("cpu")
+
+
+class RecurrentGaussianPgAgent(RecurrentAgentMixin, RecurrentGaussianPgAgentBase):
+    """Recurrent continuous-action agent for serial and CPU-parallel sampling."""
+
+
+class AlternatingRecurrentGaussianPgAgent(AlternatingRecurrentAgentMixin,
+                                          RecurrentGaussianPgAgentBase):
+    """Recurrent continuous-action agent for alternating samplers."""

@@ -1,0 +1,1 @@
+"""Reinforcement learning algorithms: losses and optimizer steps over an agent."""

@@ -1,0 +1,91 @@
+"""Shared machinery of on-policy policy-gradient algorithms (A2C, PPO)."""
+from __future__ import annotations
+
+from collections import namedtuple
+from typing import Any
+
+import torch
+
+from rlframe.algos.base import RlAlgorithm
+from rlframe.algos.utils import (discount_return, discount_return_tl,
+                                 generalized_advantage_estimation,
+                                 generalized_advantage_estimation_tl, valid_from_done)
+from rlframe.utils.checks import positive_int
+from rlframe.utils.collections import namedarraytuple
+from rlframe.utils.tensor import valid_mean
+
+OptInfo = namedtuple("OptInfo", ["loss", "gradNorm", "entropy", "perplexity"])
+AgentTrain = namedtuple("AgentTrain", ["dist_info", "value"])
+LossInputs = namedarraytuple("LossInputs", ["agent_inputs", "action", "return_", "advantage",
+                                            "valid", "old_dist_info"])
+
+
+class PolicyGradientAlgo(RlAlgorithm):
+    """Returns, advantages and validity masks from on-policy [T, B] samples.
+
+    Subclasses set ``discount``, ``gae_lambda``, ``normalize_advantage``,
+    ``bootstrap_timelimit`` and the optimizer arguments.
+    """
+
+    bootstrap_value = True
+    opt_info_fields = tuple(f for f in OptInfo._fields)
+
+    def initialize(self, agent: Any, n_itr: int, batch_spec: Any, mid_batch_reset: bool = False,
+                   examples: dict | None = None, world_size: int = 1, rank: int = 0) -> None:
+        """Build the optimizer over ``agent.parameters()``."""
+        self.agent = agent
+        self.n_itr = n_itr
+        self.batch_spec = batch_spec
+        self.mid_batch_reset = mid_batch_reset
+        self.world_size = world_size
+        self.rank = rank
+        self.optimizer = self.OptimCls(agent.parameters(), lr=self.learning_rate,
+                                       **self.optim_kwargs)
+        if self.initial_optim_state_dict is not None:
+            self.optimizer.load_state_dict(self.initial_optim_state_dict)
+
+    def _check_common_args(self) -> None:
+        if not 0 <= self.discount <= 1:
+            raise ValueError(f"discount must be in [0, 1], got {self.discount}.")
+        if not 0 <= self.gae_lambda <= 1:
+            raise ValueError(f"gae_lambda must be in [0, 1], got {self.gae_lambda}.")
+        if self.learning_rate <= 0:
+            raise ValueError(f"learning_rate must be positive, got {self.learning_rate}.")
+
+    def process_returns(self, samples: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """Compute ``(return_ [T, B], advantage [T, B], valid [T, B] or None)``.
+
+        Uses discounted returns when ``gae_lambda == 1``, else GAE, bootstrapping
+        from ``samples.agent.bootstrap_value``. With ``bootstrap_timelimit`` and
+        an env that reports ``env_info.timeout``, episodes cut by a time limit
+        bootstrap instead of ending at zero. ``valid`` masks the steps after a
+        ``done`` when envs do not reset mid-batch or the agent is recurrent.
+        """
+        reward, done = samples.env.reward, samples.env.done
+        value, bootstrap_value = samples.agent.agent_info.value, samples.agent.bootstrap_value
+        done = done.type(reward.dtype)
+        timeout = getattr(samples.env.env_info, "timeout", None)
+        if self.bootstrap_timelimit and timeout is not None:
+            timeout = timeout.type(reward.dtype)
+            if self.gae_lambda == 1:
+                return_ = discount_return_tl(reward, done, bootstrap_value, self.discount,
+                                             timeout, value)
+                advantage = return_ - value
+            else:
+                advantage, return_ = generalized_advantage_estimation_tl(
+                    reward, value, done, bootstrap_value, self.discount, self.gae_lambda, timeout)
+        elif self.gae_lambda == 1:
+            return_ = discount_return(reward, done, bootstrap_value, self.discount)
+            advantage = return_ - value
+        else:
+            advantage, return_ = generalized_advantage_estimation(
+                reward, value, done, bootstrap_value, self.discount, self.gae_lambda)
+
+        valid = None
+        if not self.mid_batch_reset or self.agent.recurrent:
+            valid = valid_from_done(done)
+        if self.normalize_advantage:
+            mean = valid_mean(advantage, valid)
+            var = valid_mean((advantage - mean) ** 2, valid)
+            advantage = (advantage - mean) / (var.sqrt() + 1e-6)
+        return return_, advantage, valid

@@ -1,0 +1,155 @@
+"""Proximal Policy Optimization with a clipped likelihood-ratio objective."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from rlframe.agents.base import AgentInputs
+from rlframe.algos.pg.base import LossInputs, OptInfo, PolicyGradientAlgo
+from rlframe.utils.buffer import buffer_method
+from rlframe.utils.checks import positive_int
+from rlframe.utils.misc import iterate_mb_idxs
+from rlframe.utils.tensor import valid_mean
+
+
+class PPO(PolicyGradientAlgo):
+    """PPO: several epochs of minibatch updates per batch of on-policy samples.
+
+    Args:
+        discount: reward discount (gamma).
+        learning_rate: initial optimizer step size.
+        value_loss_coeff: weight of the value regression loss.
+        entropy_loss_coeff: weight of the entropy bonus.
+        OptimCls: optimizer class.
+        optim_kwargs: extra optimizer arguments.
+        clip_grad_norm: max global gradient norm.
+        initial_optim_state_dict: optimizer state to resume from.
+        gae_lambda: GAE lambda (1: discounted returns).
+        minibatches: minibatches per epoch (recurrent agents split over B only).
+        epochs: passes over each batch.
+        ratio_clip: likelihood-ratio clip range epsilon.
+        linear_lr_schedule: anneal learning rate and ratio_clip linearly to 0
+            over the run's iterations.
+        normalize_advantage: standardize advantages over the batch.
+        bootstrap_timelimit: bootstrap episodes cut by a time limit (envs that
+            report ``env_info.timeout``) instead of treating them as terminal.
+    """
+
+    def __init__(self, discount: float = 0.99, learning_rate: float = 0.001,
+                 value_loss_coeff: float = 1., entropy_loss_coeff: float = 0.01,
+                 OptimCls: type = torch.optim.Adam, optim_kwargs: dict | None = None,
+                 clip_grad_norm: float = 1., initial_optim_state_dict: dict | None = None,
+                 gae_lambda: float = 1, minibatches: int = 4, epochs: int = 4,
+                 ratio_clip: float = 0.1, linear_lr_schedule: bool = True,
+                 normalize_advantage: bool = False, bootstrap_timelimit: bool = True):
+        self.discount = discount
+        self.learning_rate = learning_rate
+        self.value_loss_coeff = value_loss_coeff
+        self.entropy_loss_coeff = entropy_loss_coeff
+        self.OptimCls = OptimCls
+        self.optim_kwargs = dict() if optim_kwargs is None else optim_kwargs
+        self.clip_grad_norm = clip_grad_norm
+        self.initial_optim_state_dict = initial_optim_state_dict
+        self.gae_lambda = gae_lambda
+        self.minibatches = positive_int("minibatches", minibatches)
+        self.epochs = positive_int("epochs", epochs)
+        if ratio_clip <= 0:
+            raise ValueError(f"ratio_clip must be positive, got {ratio_clip}.")
+        self.ratio_clip = ratio_clip
+        self.linear_lr_schedule = linear_lr_schedule
+        self.normalize_advantage = normalize_advantage
+        self.bootstrap_timelimit = bootstrap_timelimit
+        self.update_counter = 0
+        self._ratio_clip = ratio_clip  # Base value for the linear schedule.
+        self._check_common_args()
+
+    def initialize(self, *args: Any, **kwargs: Any) -> None:
+        super().initialize(*args, **kwargs)
+        n_split = self.batch_spec.B if self.agent.recurrent else self.batch_spec.size
+        if self.minibatches > n_split:
+            what = "batch_B (recurrent agents split over envs)" if self.agent.recurrent \
+                else "batch_T * batch_B"
+            raise ValueError(f"PPO minibatches={self.minibatches} exceeds {what}={n_split}.")
+        self._batch_size = self.batch_spec.size // self.minibatches
+        if self.linear_lr_schedule:
+            n_itr = max(self.n_itr, 1)
+            self.lr_scheduler = torch.optim.lr_scheduler.LambdaLR(
+                optimizer=self.optimizer, lr_lambda=lambda itr: (n_itr - itr) / n_itr)
+
+    def optimize_agent(self, itr: int, samples: Any = None,
+                       sampler_itr: int | None = None) -> OptInfo:
+        """``epochs`` passes of shuffled minibatch updates over samples [T, B]."""
+        recurrent = self.agent.recurrent
+        agent_inputs = AgentInputs(observation=samples.env.observation,
+                                   prev_action=samples.agent.prev_action,
+                                   prev_reward=samples.env.prev_reward)
+        if hasattr(self.agent, "update_obs_rms"):
+            self.agent.update_obs_rms(agent_inputs.observation)
+        return_, advantage, valid = self.process_returns(samples)
+        loss_inputs = LossInputs(agent_inputs=agent_inputs, action=samples.agent.action,
+                                 return_=return_, advantage=advantage, valid=valid,
+                                 old_dist_info=samples.agent.agent_info.dist_info)
+        init_rnn_state = samples.agent.agent_info.prev_rnn_state[0] if recurrent else None
+        T, B = samples.env.reward.shape[:2]
+        opt_info = OptInfo(*([] for _ in OptInfo._fields))
+        # Recurrent agents train on whole [T] sequences, so minibatches split B only.
+        batch_size = B if recurrent else T * B
+        mb_size = batch_size // self.minibatches
+        for _epoch in range(self.epochs):
+            for idxs in iterate_mb_idxs(batch_size, mb_size, shuffle=True):
+                T_idxs = slice(None) if recurrent else idxs % T
+                B_idxs = idxs if recurrent else idxs // T
+                rnn_state = init_rnn_state[B_idxs] if recurrent else None
+                self.optimizer.zero_grad()
+                loss, entropy, perplexity = self.loss(*loss_inputs[T_idxs, B_idxs], rnn_state)
+                loss.backward()
+                grad_norm = torch.nn.utils.clip_grad_norm_(self.agent.parameters(),
+                                                           self.clip_grad_norm)
+                self.optimizer.step()
+                opt_info.loss.append(loss.item())
+                opt_info.gradNorm.append(float(grad_norm))
+                opt_info.entropy.append(entropy.item())
+                opt_info.perplexity.append(perplexity.item())
+                self.update_counter += 1
+        if self.linear_lr_schedule:
+            self.lr_scheduler.step()
+            self.ratio_clip = self._ratio_clip * (self.n_itr - itr) / max(self.n_itr, 1)
+        return opt_info
+
+    def loss(self, agent_inputs: Any, action: torch.Tensor, return_: torch.Tensor,
+             advantage: torch.Tensor, valid: torch.Tensor | None, old_dist_info: Any,
+             init_rnn_state: Any = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Clipped surrogate + value + entropy loss on one minibatch.
+
+        Args:
+            agent_inputs: AgentInputs with leading [T, B] (recurrent) or [M] dims.
+            action, return_, advantage, valid: matching leading dims.
+            old_dist_info: the sampling policy's distribution parameters.
+            init_rnn_state: [B, N, H] recurrent state at the sequence starts.
+
+        Returns:
+            ``(loss, entropy, perplexity)`` scalars.
+        """
+        if init_rnn_state is not None:
+            init_rnn_state = buffer_method(buffer_method(init_rnn_state, "transpose", 0, 1),
+                                           "contiguous")
+            dist_info, value, _rnn_state = self.agent(*agent_inputs, init_rnn_state)
+        else:
+            dist_info, value = self.agent(*agent_inputs)
+        dist = self.agent.distribution
+        ratio = dist.likelihood_ratio(action, old_dist_info=old_dist_info,
+                                      new_dist_info=dist_info)
+        surr_1 = ratio * advantage
+        clipped_ratio = torch.clamp(ratio, 1. - self.ratio_clip, 1. + self.ratio_clip)
+        surr_2 = clipped_ratio * advantage
+        pi_loss = -valid_mean(torch.min(surr_1, surr_2), valid)
+        value_error = 0.5 * (value - return_) ** 2
+        value_loss = self.value_loss_coeff * valid_mean(value_error, valid)
+        entropy = dist.mean_entropy(dist_info, valid)
+        entropy_loss = -self.entropy_loss_coeff * entropy
+        loss = pi_loss + value_loss + entropy_loss
+        perplexity = dist.mean_perplexity(dist_info, valid)
+        return loss, entropy, perplexity
+
+

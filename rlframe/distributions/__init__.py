@@ -1,0 +1,1 @@
+"""Action distributions: Categorical (discrete) and Gaussian (continuous, optionally squashed)."""

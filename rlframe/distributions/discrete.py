@@ -1,0 +1,35 @@
+"""Conversions between action indexes and one-hot vectors for discrete distributions."""
+from __future__ import annotations
+
+import torch
+
+from rlframe.utils.tensor import from_onehot, to_onehot
+
+
+class DiscreteMixin:
+    """Holds the number of choices and converts indexes <-> one-hot.
+
+    Args:
+        dim: number of discrete choices.
+        dtype: dtype of index samples.
+        onehot_dtype: dtype of one-hot vectors.
+    """
+
+    def __init__(self, dim: int, dtype: torch.dtype = torch.long,
+                 onehot_dtype: torch.dtype = torch.float) -> None:
+        self._dim: int = int(dim)
+        self.dtype: torch.dtype = dtype
+        self.onehot_dtype: torch.dtype = onehot_dtype
+
+    @property
+    def dim(self) -> int:
+        """Number of discrete choices."""
+        return self._dim
+
+    def to_onehot(self, indexes: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """Map integer ``indexes`` [*lead] to one-hot [*lead, dim] (``onehot_dtype`` by default)."""
+        return to_onehot(indexes, self._dim, dtype=dtype or self.onehot_dtype)
+
+    def from_onehot(self, onehot: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """Map one-hot [*lead, dim] back to indexes [*lead] (``dtype`` by default)."""
+        return from_onehot(onehot, dtype=dtype or self.dtype)

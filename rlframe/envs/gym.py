@@ -1,0 +1,341 @@
+"""Adapter from gymnasium envs to the rlframe :class:`Env` interface.
+
+``GymEnvWrapper`` is the one place where gymnasium's ``(terminated, truncated)``
+becomes rlframe's ``done`` plus ``env_info.timeout``, and where free-form info
+dicts become a fixed-schema namedtuple.
+
+Info values are stored with stable dtypes, so a buffer built from one example
+fits every later step:
+
+* python ``bool`` -> ``np.bool_``; python ``int`` -> ``np.int64``;
+  python ``float`` -> ``np.float32``;
+* numpy scalars and arrays keep their dtype, except ``float64`` -> ``float32``;
+  lists/tuples of numbers become arrays by the same rules;
+* strings, ``None``, objects and ragged or complex values are dropped.
+
+Scalars are numpy scalars, arrays are copied. ``timeout`` (``np.bool_``) is
+always present: True when the episode was truncated (time limit) and not
+terminated, so algorithms bootstrap only through time limits.
+"""
+from __future__ import annotations
+
+import difflib
+import functools
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from rlframe.envs.base import Env, EnvStep
+from rlframe.spaces.gym_wrapper import GymSpaceWrapper, to_identifier
+from rlframe.utils.collections import is_namedtuple, namedtuple_cls
+
+INFO_NAME = "info"
+
+
+class GymEnvWrapper(Env):
+    """A gymnasium env seen as an rlframe :class:`Env`.
+
+    At construction the env is reset and stepped once with a random action to
+    learn the info schema (reset info and step info together); the next
+    :meth:`reset` starts a fresh episode. Info keys first seen later are
+    dropped with a one-time warning: declare them with
+    ``make(..., info_example={...})``.
+
+    Args:
+        env: a gymnasium env (already wrapped as wanted, e.g. by ``TimeLimit``).
+        act_null_value: null value of the action space.
+        obs_null_value: null value of the observation space.
+        force_float32: present ``float64`` boxes as ``float32``.
+    """
+
+    def __init__(self, env: gym.Env, act_null_value: Any = 0, obs_null_value: Any = 0,
+                 force_float32: bool = True) -> None:
+        self.env: gym.Env = env
+        self._action_space: GymSpaceWrapper = GymSpaceWrapper(
+            env.action_space, null_value=act_null_value, name="act", force_float32=force_float32)
+        self._observation_space: GymSpaceWrapper = GymSpaceWrapper(
+            env.observation_space, null_value=obs_null_value, name="obs",
+            force_float32=force_float32)
+        self._horizon: int | None = _find_horizon(env)
+        self._next_reset_seed: int | None = None
+        self._warned_keys: set[str] = set()
+
+        _, reset_info = env.reset()
+        *_, step_info = env.step(env.action_space.sample())
+        schema = _merge(_clean_info(reset_info), _clean_info(step_info))
+        schema.pop("timeout", None)
+        schema["timeout"] = np.bool_(False)
+        self._info_example: tuple = _build_example(schema, INFO_NAME)
+
+    def step(self, action: Any) -> EnvStep:
+        """Step the gymnasium env.
+
+        Args:
+            action: a value of ``action_space`` (namedtuples for ``Dict`` actions).
+
+        Returns:
+            ``EnvStep(observation, reward: np.float32, done: bool, env_info)``
+            with ``done = terminated or truncated`` and
+            ``env_info.timeout = truncated and not terminated``.
+        """
+        obs, reward, terminated, truncated, info = self.env.step(
+            self._action_space.revert(action))
+        timeout = bool(truncated) and not bool(terminated)
+        dropped: list[str] = []
+        env_info = info_to_nt({**info, "timeout": timeout}, self._info_example, dropped)
+        if dropped:
+            self._warn_dropped(dropped)
+        return EnvStep(self._observation_space.convert(obs), np.float32(reward),
+                       bool(terminated or truncated), env_info)
+
+    def reset(self) -> Any:
+        """Start an episode (seeded if :meth:`seed` was called since); return the observation."""
+        seed, self._next_reset_seed = self._next_reset_seed, None
+        obs, _ = self.env.reset(seed=seed)
+        return self._observation_space.convert(obs)
+
+    def seed(self, seed: int | None = None) -> None:
+        """Seed the next :meth:`reset` (``reset(seed=seed)``) and both spaces."""
+        self._next_reset_seed = seed
+        self._action_space.seed(seed)
+        self._observation_space.seed(seed)
+
+    @property
+    def horizon(self) -> int | None:
+        """The time limit (``TimeLimit``/``spec.max_episode_steps``), or None."""
+        return self._horizon
+
+    @property
+    def unwrapped(self) -> gym.Env:
+        """The innermost gymnasium env."""
+        return self.env.unwrapped
+
+    def render(self) -> Any:
+        """Render through gymnasium (mode fixed by ``render_mode`` at creation)."""
+        return self.env.render()
+
+    def close(self) -> None:
+        """Close the gymnasium env."""
+        self.env.close()
+
+    def _warn_dropped(self, keys: list[str]) -> None:
+        new = sorted(set(keys) - self._warned_keys)
+        if new:
+            self._warned_keys.update(new)
+            warnings.warn(
+                f"GymEnvWrapper: env info key(s) {new} were not in the info schema learned at "
+                "construction (or no longer fit its type/shape) and are dropped; declare them "
+                "with make(..., info_example={...}).", stacklevel=3)
+
+
+class EnvInfoWrapper(gym.Wrapper):
+    """gymnasium wrapper adding info keys an env reports only on some steps.
+
+    Args:
+        env: the gymnasium env.
+        info_example: (nested) dict of default values, used where a step's info
+            lacks the key.
+    """
+
+    def __init__(self, env: gym.Env, info_example: Mapping) -> None:
+        super().__init__(env)
+        self._sometimes_info: Mapping = info_example
+
+    def step(self, action: Any) -> tuple:
+        """gymnasium step whose info is completed from ``info_example``."""
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, reward, terminated, truncated, infill_info(info, self._sometimes_info)
+
+
+def infill_info(info: Mapping, sometimes_info: Mapping) -> dict:
+    """A copy of ``info`` with keys missing from it taken from ``sometimes_info`` (recursively)."""
+    out = dict(info)
+    for key, default in sometimes_info.items():
+        if key not in out:
+            out[key] = default
+        elif isinstance(default, Mapping) and isinstance(out[key], Mapping):
+            out[key] = infill_info(out[key], default)
+    return out
+
+
+def build_info_tuples(info: Mapping, name: str = INFO_NAME) -> tuple:
+    """An env_info example from a raw info dict.
+
+    Keys become identifiers (:func:`~rlframe.spaces.gym_wrapper.to_identifier`),
+    values are kept or dropped as described in the module docstring, nested
+    dicts become namedtuples named ``<name>_<key>``. Classes are made with
+    ``namedtuple_cls``, so instances pickle into spawned workers.
+
+    Returns:
+        a namedtuple instance whose leaves fix each field's dtype and shape.
+    """
+    return _build_example(_clean_info(info), name)
+
+
+def info_to_nt(value: Mapping, example: tuple, dropped: list[str] | None = None) -> tuple:
+    """Convert a raw info dict to the type of ``example``.
+
+    Args:
+        value: the info dict of one step.
+        example: from :func:`build_info_tuples`; fixes fields, dtypes, shapes.
+        dropped: if given, receives the (dotted) keys with storable values that
+            were dropped because they are not in ``example`` or do not fit its
+            type/shape (values of unstorable types are dropped silently).
+
+    Returns:
+        an instance of ``type(example)``; fields missing from ``value`` hold zeros.
+    """
+    return _to_nt(value, example, dropped, "")
+
+
+def check_env_id(id: str) -> None:  # noqa: A002 (gymnasium's parameter name)
+    """Raise ValueError, with close registered ids, if gymnasium cannot find env ``id``.
+
+    ALE ids (``"ALE/Pong-v5"``) are registered first when ale-py is installed.
+    Nothing is built.
+    """
+    if not isinstance(id, str):
+        raise TypeError(f"id must be a str env id, got id={id!r}.")
+    _register_ale_envs()
+    try:
+        gym.spec(id)
+    except (gym.error.Error, ImportError) as e:
+        by_lower = {k.lower(): k for k in gym.registry}
+        close = [by_lower[m] for m in difflib.get_close_matches(id.lower(), list(by_lower), n=5,
+                                                                 cutoff=0.6)]
+        hint = f" Close registered ids: {', '.join(close)}." if close else ""
+        raise ValueError(f"Unknown gymnasium env id={id!r} (parameter `id`).{hint} "
+                         f"See gymnasium.pprint_registry() for all ids.") from e
+
+
+def make(*args: Any, info_example: Mapping | None = None, **kwargs: Any) -> GymEnvWrapper:
+    """``GymEnvWrapper(gymnasium.make(*args, **kwargs))``.
+
+    Args:
+        *args, **kwargs: passed to ``gymnasium.make`` (first: the env ``id``).
+        info_example: (nested) dict of info keys the env reports only on some
+            steps, with default values; see :class:`EnvInfoWrapper`.
+    """
+    env_id = args[0] if args else kwargs.get("id")
+    if isinstance(env_id, str):
+        check_env_id(env_id)
+    env = gym.make(*args, **kwargs)
+    if info_example is not None:
+        env = EnvInfoWrapper(env, info_example)
+    return GymEnvWrapper(env)
+
+
+@functools.cache
+def _register_ale_envs() -> None:
+    try:
+        import ale_py
+    except ImportError:
+        return
+    gym.register_envs(ale_py)
+
+
+def _find_horizon(env: gym.Env) -> int | None:
+    inner: Any = env
+    while isinstance(inner, gym.Wrapper):
+        if isinstance(inner, gym.wrappers.TimeLimit):
+            return int(inner._max_episode_steps)
+        inner = inner.env
+    spec = env.spec
+    return None if spec is None else spec.max_episode_steps
+
+
+def _info_leaf(value: Any) -> Any:
+    """The stored form of one info value, or None to drop it."""
+    if isinstance(value, (bool, np.bool_)):
+        return np.bool_(value)
+    if isinstance(value, int):
+        return np.int64(value) if -2 ** 63 <= value < 2 ** 63 else None
+    if isinstance(value, float):
+        return np.float32(value)
+    if not isinstance(value, (np.generic, np.ndarray, list, tuple)):
+        return None
+    try:
+        a = np.asarray(value)
+    except (ValueError, TypeError):  # ragged nested lists
+        return None
+    if a.dtype.kind not in "biuf":
+        return None
+    if a.dtype == np.float64:
+        a = a.astype(np.float32)
+    return a[()] if a.ndim == 0 else a
+
+
+def _storable(value: Any) -> bool:
+    """Whether a value would be kept (values of other types are dropped silently)."""
+    if isinstance(value, Mapping):
+        return bool(_clean_info(value))
+    return _info_leaf(value) is not None
+
+
+def _clean_info(info: Mapping) -> dict:
+    """Identifier keys and stored values; empty nested dicts and dropped values removed."""
+    out: dict = {}
+    for key, value in info.items():
+        field = to_identifier(key)
+        if field in out:
+            continue
+        if isinstance(value, Mapping):
+            sub = _clean_info(value)
+            if sub:
+                out[field] = sub
+        else:
+            leaf = _info_leaf(value)
+            if leaf is not None:
+                out[field] = leaf
+    return out
+
+
+def _merge(first: dict, second: dict) -> dict:
+    """Union of two cleaned infos; ``first`` wins where both have a key."""
+    out = dict(first)
+    for key, value in second.items():
+        if key not in out:
+            out[key] = value
+        elif isinstance(out[key], dict) and isinstance(value, dict):
+            out[key] = _merge(out[key], value)
+    return out
+
+
+def _build_example(clean: dict, name: str) -> tuple:
+    cls = namedtuple_cls(name, list(clean), module=__name__)
+    return cls(*(_build_example(v, f"{name}_{k}") if isinstance(v, dict) else np.array(v)[()]
+                 for k, v in clean.items()))
+
+
+def _zeros_like(leaf: Any) -> Any:
+    return np.zeros(np.shape(leaf), dtype=leaf.dtype)[()]
+
+
+def _to_nt(value: Mapping, example: tuple, dropped: list[str] | None, prefix: str) -> tuple:
+    given: dict = {}
+    for key, v in value.items():
+        field = to_identifier(key)
+        if field in example._fields and field not in given:
+            given[field] = v
+        elif dropped is not None and _storable(v):
+            dropped.append(f"{prefix}{key}")
+    out = []
+    for field, ex in zip(example._fields, example):
+        v = given.get(field)
+        if is_namedtuple(ex):
+            if v is not None and not isinstance(v, Mapping) and dropped is not None:
+                dropped.append(f"{prefix}{field}")
+            out.append(_to_nt(v if isinstance(v, Mapping) else {}, ex, dropped,
+                              f"{prefix}{field}."))
+            continue
+        leaf = None if v is None else _info_leaf(v)
+        if leaf is not None and np.shape(leaf) == np.shape(ex):
+            out.append(np.array(leaf, dtype=ex.dtype)[()])
+        else:
+            if v is not None and dropped is not None:
+                dropped.append(f"{prefix}{field}")
+            out.append(_zeros_like(ex))
+    return type(example)(*out)

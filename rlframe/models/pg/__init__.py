@@ -1,0 +1,1 @@
+"""Policy-gradient models: they output action-distribution parameters and a value estimate."""

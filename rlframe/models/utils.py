@@ -1,0 +1,64 @@
+"""Model helpers: conv output shapes, gradient scaling, (soft) state-dict copies."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import torch
+
+
+def conv2d_output_shape(h: int, w: int, kernel_size: int = 1, stride: int = 1,
+                        padding: int = 0, dilation: int = 1) -> tuple[int, int]:
+    """Spatial output ``(h, w)`` of a Conv2d or MaxPool2d with square parameters."""
+    def out(size: int) -> int:
+        return (size + 2 * padding - dilation * (kernel_size - 1) - 1) // stride + 1
+    return out(h), out(w)
+
+
+class ScaleGrad(torch.autograd.Function):
+    """Identity in the forward pass; multiplies the gradient by ``scale`` in the backward pass."""
+
+    @staticmethod
+    def forward(ctx: Any, tensor: torch.Tensor, scale: float) -> torch.Tensor:
+        ctx.scale = scale
+        return tensor.view_as(tensor)
+
+    @staticmethod
+    def backward(ctx: Any, grad_output: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return grad_output * ctx.scale, None
+
+
+def scale_grad(tensor: torch.Tensor, scale: float) -> torch.Tensor:
+    """``tensor`` unchanged, with its gradient scaled by ``scale`` on the way back."""
+    return ScaleGrad.apply(tensor, scale)
+
+
+def strip_ddp_state_dict(state_dict: Mapping[str, Any]) -> dict[str, Any]:
+    """Remove the ``module.`` key prefix that DistributedDataParallel adds."""
+    prefix = "module."
+    return {(k[len(prefix):] if k.startswith(prefix) else k): v for k, v in state_dict.items()}
+
+
+def update_state_dict(model: torch.nn.Module, state_dict: Mapping[str, Any],
+                      tau: float = 1, strip_ddp: bool = True) -> None:
+    """Load ``state_dict`` into ``model``, or blend it in: ``tau * new + (1 - tau) * old``.
+
+    Args:
+        model: module to update in place (e.g. a target network).
+        state_dict: source parameters and buffers.
+        tau: 1 copies; 0 < tau < 1 is a Polyak (soft) update. Non-float entries
+            (integer counters) are always copied.
+        strip_ddp: drop a ``module.`` prefix from the source keys first.
+    """
+    if strip_ddp:
+        state_dict = strip_ddp_state_dict(state_dict)
+    if tau == 1:
+        model.load_state_dict(state_dict)
+        return
+    blended = {}
+    for key, old in model.state_dict().items():
+        new = state_dict[key]
+        if torch.is_floating_point(old):
+            blended[key] = tau * new.to(old.device) + (1 - tau) * old
+        else:
+            blended[key] = new
+    model.load_state_dict(blended)

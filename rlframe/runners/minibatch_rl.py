@@ -1,0 +1,304 @@
+"""Single-process training runners: sample a batch, optimize, log, repeat."""
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Any
+
+import psutil
+
+from rlframe.runners.base import BaseRunner
+from rlframe.utils.checks import as_int, positive_int
+from rlframe.utils.launching.affinity import check_affinity, set_cpu_affinity, set_torch_threads
+from rlframe.utils.logging import logger
+from rlframe.utils.prog_bar import ProgBarCounter
+from rlframe.utils.seed import make_seed, set_seed
+
+
+class MinibatchRlBase(BaseRunner):
+    """Startup, iteration count, diagnostics and snapshots shared by minibatch runners.
+
+    Args:
+        algo: the algorithm (``initialize``/``optimize_agent``).
+        agent: the agent.
+        sampler: the sampler (``batch_spec``, ``obtain_samples``).
+        n_steps: total env steps to train for (rounded to whole log intervals).
+        seed: random seed (None: made from the clock and the process id).
+        affinity: e.g. ``dict(master_cpus=[0], master_torch_threads=1, cuda_idx=None)``.
+        log_interval_steps: env steps between diagnostics rows.
+    """
+
+    _eval = False
+
+    def __init__(self, algo: Any, agent: Any, sampler: Any, n_steps: int | float,
+                 seed: int | None = None, affinity: dict | None = None,
+                 log_interval_steps: int | float = 1e5):
+        self.algo = algo
+        self.agent = agent
+        self.sampler = sampler
+        self.n_steps = positive_int("n_steps", n_steps)
+        self.seed = None if seed is None else as_int("seed", seed, minimum=0)
+        self.affinity = check_affinity(affinity)
+        self.log_interval_steps = positive_int("log_interval_steps", log_interval_steps)
+        self.min_itr_learn = getattr(algo, "min_itr_learn", 0)
+        self._check_agent_env()
+
+    def _check_agent_env(self) -> None:
+        """Build one env and ask the agent whether it can act in it (before any run dir)."""
+        make_env = getattr(self.sampler, "make_env", None)
+        check = getattr(self.agent, "check_env_spaces", None)
+        if make_env is None or check is None:
+            return
+        env = make_env()
+        try:
+            check(env.spaces)
+        finally:
+            env.close()
+
+    def startup(self) -> int:
+        """Pin the process, seed, initialize sampler, agent and algo; returns n_itr."""
+        p = psutil.Process()
+        if self.affinity.get("master_cpus") is not None and self.affinity.get("set_affinity", True):
+            set_cpu_affinity(self.affinity["master_cpus"])
+        cpu_affin = p.cpu_affinity() if hasattr(p, "cpu_affinity") else "UNAVAILABLE"
+        logger.log(f"Runner {getattr(self, 'rank', '')} master CPU affinity: {cpu_affin}.")
+        n_threads = set_torch_threads(self.affinity.get("master_torch_threads"))
+        logger.log(f"Runner {getattr(self, 'rank', '')} master Torch threads: {n_threads}.")
+        if self.seed is None:
+            self.seed = make_seed()
+        set_seed(self.seed)
+        self.rank = rank = getattr(self, "rank", 0)
+        self.world_size = world_size = getattr(self, "world_size", 1)
+        examples = self.sampler.initialize(
+            agent=self.agent, affinity=self.affinity, seed=self.seed + 1,
+            bootstrap_value=getattr(self.algo, "bootstrap_value", False),
+            traj_info_kwargs=self.get_traj_info_kwargs(), rank=rank, world_size=world_size)
+        self.itr_batch_size = self.sampler.batch_spec.size * world_size
+        n_itr = self.get_n_itr()
+        self.agent.to_device(self.affinity.get("cuda_idx", None))
+        if world_size > 1:
+            self.agent.data_parallel()
+        self.algo.initialize(agent=self.agent, n_itr=n_itr, batch_spec=self.sampler.batch_spec,
+                             mid_batch_reset=self.sampler.mid_batch_reset, examples=examples,
+                             world_size=world_size, rank=rank)
+        # Algorithms set min_itr_learn in initialize(); read it only now.
+        self.min_itr_learn = getattr(self.algo, "min_itr_learn", 0)
+        self.initialize_logging()
+        return n_itr
+
+    def get_traj_info_kwargs(self) -> dict:
+        """Class attributes set on the sampler's TrajInfoCls (``_discount``)."""
+        return dict(discount=getattr(self.algo, "discount", 1))
+
+    def get_n_itr(self) -> int:
+        """Iterations: ``n_steps // itr_batch_size`` rounded up to whole log intervals."""
+        log_interval_itrs = max(self.log_interval_steps // self.itr_batch_size, 1)
+        n_itr = self.n_steps // self.itr_batch_size
+        if n_itr % log_interval_itrs > 0:
+            n_itr += log_interval_itrs - n_itr % log_interval_itrs
+        self.log_interval_itrs = log_interval_itrs
+        self.n_itr = n_itr
+        logger.log(f"Running {n_itr} iterations of minibatch RL.")
+        return n_itr
+
+    def initialize_logging(self) -> None:
+        self._opt_infos = {k: [] for k in self.algo.opt_info_fields}
+        self._start_time = self._last_time = time.time()
+        self._cum_time = 0.
+        self._cum_completed_trajs = 0
+        self._last_update_counter = 0
+        self.pbar: ProgBarCounter | None = None
+
+    def shutdown(self) -> None:
+        logger.log("Training complete.")
+        self._stop_pbar()
+        self.sampler.shutdown()
+
+    def get_itr_snapshot(self, itr: int) -> dict:
+        """Snapshot of tensors, numbers and dicts (loads with ``weights_only=True``)."""
+        return dict(
+            itr=itr,
+            cum_steps=itr * self.sampler.batch_size * self.world_size,
+            agent_state_dict=self.agent.state_dict(),
+            optimizer_state_dict=self.algo.optim_state_dict(),
+        )
+
+    def save_itr_snapshot(self, itr: int) -> None:
+        logger.log("saving snapshot...")
+        logger.save_itr_params(itr, self.get_itr_snapshot(itr))
+        logger.log("saved")
+
+    def _start_pbar(self) -> None:
+        self.pbar = ProgBarCounter(self.log_interval_itrs)
+
+    def _stop_pbar(self) -> None:
+        if getattr(self, "pbar", None) is not None:
+            self.pbar.stop()
+            self.pbar = None
+
+    def store_diagnostics(self, itr: int, traj_infos: list, opt_info: Any) -> None:
+        self._cum_completed_trajs += len(traj_infos)
+        for k, v in self._opt_infos.items():
+            new_v = getattr(opt_info, k, [])
+            v.extend(new_v if isinstance(new_v, list) else [new_v])
+        if self.pbar is not None:
+            self.pbar.update((itr % self.log_interval_itrs) + 1)
+
+    def log_diagnostics(self, itr: int, traj_infos: list | None = None, eval_time: float = 0,
+                        prefix: str = "Diagnostics/") -> None:
+        self._stop_pbar()
+        if itr >= self.min_itr_learn - 1:
+            self.save_itr_snapshot(itr)
+        new_time = time.time()
+        self._cum_time = new_time - self._start_time
+        train_time_elapsed = new_time - self._last_time - eval_time
+        new_updates = self.algo.update_counter - self._last_update_counter
+        new_samples = self.sampler.batch_size * self.world_size * self.log_interval_itrs
+        updates_per_second = float("nan") if itr == 0 else new_updates / train_time_elapsed
+        samples_per_second = float("nan") if itr == 0 else new_samples / train_time_elapsed
+        replay_ratio = new_updates * self.algo.batch_size * self.world_size / new_samples
+        cum_replay_ratio = (self.algo.batch_size * self.algo.update_counter
+                            / ((itr + 1) * self.sampler.batch_size))
+        cum_steps = (itr + 1) * self.sampler.batch_size * self.world_size
+
+        with logger.tabular_prefix(prefix):
+            if self._eval:
+                logger.record_tabular("CumTrainTime", self._cum_time - self._cum_eval_time)
+            logger.record_tabular("Iteration", itr)
+            logger.record_tabular("CumTime (s)", self._cum_time)
+            logger.record_tabular("CumSteps", cum_steps)
+            logger.record_tabular("CumCompletedTrajs", self._cum_completed_trajs)
+            logger.record_tabular("CumUpdates", self.algo.update_counter)
+            logger.record_tabular("StepsPerSecond", samples_per_second)
+            logger.record_tabular("UpdatesPerSecond", updates_per_second)
+            logger.record_tabular("ReplayRatio", replay_ratio)
+            logger.record_tabular("CumReplayRatio", cum_replay_ratio)
+        self._log_infos(traj_infos)
+        logger.dump_tabular(with_prefix=False)
+
+        self._last_time = new_time
+        self._last_update_counter = self.algo.update_counter
+        if itr < self.n_itr - 1:
+            logger.log(f"Optimizing over {self.log_interval_itrs} iterations.")
+            self._start_pbar()
+
+    def _log_infos(self, traj_infos: list | None = None) -> None:
+        """Misc stats of every trajectory field and every opt-info field."""
+        if traj_infos is None:
+            traj_infos = self._traj_infos
+        # With no completed trajectory, log NaN columns so progress.csv keeps one schema.
+        keys = traj_infos[0].keys() if traj_infos else self.sampler.TrajInfoCls().keys()
+        for k in keys:
+            if not k.startswith("_"):
+                logger.record_tabular_misc_stat(k, [info[k] for info in traj_infos])
+        for k, v in self._opt_infos.items():
+            logger.record_tabular_misc_stat(k, v)
+        self._opt_infos = {k: [] for k in self._opt_infos}
+
+
+class MinibatchRl(MinibatchRlBase):
+    """Logs the online performance of the training trajectories.
+
+    Args:
+        log_traj_window: completed training trajectories kept for statistics.
+        **kwargs: :class:`MinibatchRlBase` arguments, by keyword.
+    """
+
+    def __init__(self, log_traj_window: int = 100, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.log_traj_window = positive_int("log_traj_window", log_traj_window)
+
+    def train(self) -> None:
+        """Run ``n_itr`` iterations of sample → optimize, logging every interval."""
+        n_itr = self.startup()
+        try:
+            for itr in range(n_itr):
+                logger.set_iteration(itr)
+                with logger.prefix(f"itr #{itr} "):
+                    self.agent.sample_mode(itr)
+                    samples, traj_infos = self.sampler.obtain_samples(itr)
+                    self.agent.train_mode(itr)
+                    opt_info = self.algo.optimize_agent(itr, samples)
+                    self.store_diagnostics(itr, traj_infos, opt_info)
+                    if (itr + 1) % self.log_interval_itrs == 0:
+                        self.log_diagnostics(itr)
+        finally:
+            self.shutdown()
+
+    def initialize_logging(self) -> None:
+        self._traj_infos = deque(maxlen=self.log_traj_window)
+        self._new_completed_trajs = 0
+        logger.log(f"Optimizing over {self.log_interval_itrs} iterations.")
+        super().initialize_logging()
+        self._start_pbar()
+
+    def store_diagnostics(self, itr: int, traj_infos: list, opt_info: Any) -> None:
+        self._new_completed_trajs += len(traj_infos)
+        self._traj_infos.extend(traj_infos)
+        super().store_diagnostics(itr, traj_infos, opt_info)
+
+    def log_diagnostics(self, itr: int, prefix: str = "Diagnostics/") -> None:
+        with logger.tabular_prefix(prefix):
+            logger.record_tabular("NewCompletedTrajs", self._new_completed_trajs)
+            logger.record_tabular("StepsInTrajWindow",
+                                  sum(info["Length"] for info in self._traj_infos))
+        super().log_diagnostics(itr, list(self._traj_infos), prefix=prefix)
+        self._new_completed_trajs = 0
+
+
+class MinibatchRlEval(MinibatchRlBase):
+    """Logs offline performance: evaluation episodes run at every log interval."""
+
+    _eval = True
+
+    def train(self) -> None:
+        """Evaluate, then run ``n_itr`` iterations, evaluating at every log interval."""
+        n_itr = self.startup()
+        try:
+            with logger.prefix("itr #0 "):
+                eval_traj_infos, eval_time = self.evaluate_agent(0)
+                self.log_diagnostics(0, eval_traj_infos, eval_time)
+            for itr in range(n_itr):
+                logger.set_iteration(itr)
+                with logger.prefix(f"itr #{itr} "):
+                    self.agent.sample_mode(itr)
+                    samples, traj_infos = self.sampler.obtain_samples(itr)
+                    self.agent.train_mode(itr)
+                    opt_info = self.algo.optimize_agent(itr, samples)
+                    self.store_diagnostics(itr, traj_infos, opt_info)
+                    if (itr + 1) % self.log_interval_itrs == 0:
+                        eval_traj_infos, eval_time = self.evaluate_agent(itr)
+                        self.log_diagnostics(itr, eval_traj_infos, eval_time)
+        finally:
+            self.shutdown()
+
+    def evaluate_agent(self, itr: int) -> tuple[list, float]:
+        """Run the sampler's evaluation; returns ``(traj_infos, seconds)``."""
+        self._stop_pbar()
+        if itr > 0 and itr < self.min_itr_learn - 1:
+            return [], 0.0
+        logger.log("Evaluating agent...")
+        self.agent.eval_mode(itr)
+        eval_time = -time.time()
+        traj_infos = self.sampler.evaluate_agent(itr)
+        eval_time += time.time()
+        logger.log("Evaluation runs complete.")
+        return traj_infos, eval_time
+
+    def initialize_logging(self) -> None:
+        super().initialize_logging()
+        self._cum_eval_time = 0.
+
+    def log_diagnostics(self, itr: int, eval_traj_infos: list, eval_time: float,
+                        prefix: str = "Diagnostics/") -> None:
+        if not eval_traj_infos:
+            logger.log("WARNING: had no complete trajectories in eval.")
+        steps_in_eval = sum(info["Length"] for info in eval_traj_infos)
+        with logger.tabular_prefix(prefix):
+            logger.record_tabular("StepsInEval", steps_in_eval)
+            logger.record_tabular("TrajsInEval", len(eval_traj_infos))
+            self._cum_eval_time += eval_time
+            logger.record_tabular("CumEvalTime", self._cum_eval_time)
+        super().log_diagnostics(itr, eval_traj_infos, eval_time, prefix=prefix)
+
+

@@ -1,0 +1,99 @@
+"""Sampler interface: builds envs and collectors, returns [T, B] batches."""
+from __future__ import annotations
+
+from typing import Any
+
+from rlframe.samplers.collections import BatchSpec, TrajInfo
+from rlframe.utils.checks import as_int, positive_int
+
+
+class BaseSampler:
+    """Common constructor of all samplers.
+
+    Args:
+        EnvCls: callable building one env: ``EnvCls(**env_kwargs)`` (a class, or
+            a factory such as ``rlframe.envs.gym.make``).
+        env_kwargs: keyword arguments for training envs.
+        batch_T: time steps per batch.
+        batch_B: parallel envs per batch.
+        CollectorCls: collector class; its ``mid_batch_reset`` decides whether
+            envs reset inside a batch.
+        max_decorrelation_steps: max random steps taken by each env at start.
+        TrajInfoCls: trajectory statistics class.
+        eval_n_envs: evaluation envs (0: no evaluation).
+        eval_CollectorCls: evaluation collector class.
+        eval_env_kwargs: keyword arguments for evaluation envs (required with eval_n_envs).
+        eval_max_steps: total env steps across eval envs per evaluation.
+        eval_max_trajectories: stop evaluation once this many trajectories completed.
+    """
+
+    alternating: bool = False
+
+    def __init__(self, EnvCls: Any, env_kwargs: dict | None, batch_T: int, batch_B: int,
+                 CollectorCls: type, max_decorrelation_steps: int = 100,
+                 TrajInfoCls: type = TrajInfo, eval_n_envs: int = 0,
+                 eval_CollectorCls: type | None = None, eval_env_kwargs: dict | None = None,
+                 eval_max_steps: int | None = None, eval_max_trajectories: int | None = None):
+        if not callable(EnvCls):
+            raise TypeError(f"EnvCls must be callable (an env class or factory), got {EnvCls!r}.")
+        env_kwargs = {} if env_kwargs is None else env_kwargs
+        if not isinstance(env_kwargs, dict):
+            raise TypeError(f"env_kwargs must be a dict, got {type(env_kwargs).__name__}.")
+        self.EnvCls = EnvCls
+        self.env_kwargs = env_kwargs
+        self.batch_T = positive_int("batch_T", batch_T)
+        self.batch_B = positive_int("batch_B", batch_B)
+        self.CollectorCls = CollectorCls
+        self.max_decorrelation_steps = as_int("max_decorrelation_steps",
+                                              max_decorrelation_steps, minimum=0)
+        self.TrajInfoCls = TrajInfoCls
+        self.eval_n_envs = as_int("eval_n_envs", eval_n_envs, minimum=0)
+        self.eval_CollectorCls = eval_CollectorCls
+        self.eval_env_kwargs = eval_env_kwargs
+        self.eval_max_steps = None if eval_max_steps is None else \
+            positive_int("eval_max_steps", eval_max_steps)
+        self.eval_max_trajectories = None if eval_max_trajectories is None else \
+            positive_int("eval_max_trajectories", eval_max_trajectories)
+        if self.eval_n_envs > 0:
+            if eval_env_kwargs is None:
+                raise ValueError(f"eval_env_kwargs must be given with eval_n_envs="
+                                 f"{self.eval_n_envs} (use the training env_kwargs to "
+                                 "evaluate on the same env).")
+            if self.eval_max_steps is None:
+                raise ValueError(f"eval_max_steps must be given with eval_n_envs="
+                                 f"{self.eval_n_envs}.")
+            if self.eval_max_steps < self.eval_n_envs:
+                raise ValueError(f"eval_max_steps={self.eval_max_steps} must be at least "
+                                 f"eval_n_envs={self.eval_n_envs} (one step per env).")
+        self._check_env_ids()
+        self.batch_spec = BatchSpec(self.batch_T, self.batch_B)
+        self.mid_batch_reset = CollectorCls.mid_batch_reset
+
+    def _check_env_ids(self) -> None:
+        """Reject an unknown gymnasium id before any env is built."""
+        from rlframe.envs.gym import check_env_id, make
+        if self.EnvCls is make:
+            for kwargs in (self.env_kwargs, self.eval_env_kwargs):
+                if kwargs and "id" in kwargs:
+                    check_env_id(kwargs["id"])
+
+    @property
+    def batch_size(self) -> int:
+        """Env steps per batch (``batch_T * batch_B``)."""
+        return self.batch_spec.size
+
+    def make_env(self, eval: bool = False) -> Any:
+        """Build one training (or evaluation) env."""
+        return self.EnvCls(**(self.eval_env_kwargs if eval else self.env_kwargs))
+
+    def initialize(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    def obtain_samples(self, itr: int) -> tuple[Any, list]:
+        raise NotImplementedError
+
+    def evaluate_agent(self, itr: int) -> list:
+        raise NotImplementedError
+
+    def shutdown(self) -> None:
+        pass

@@ -1,0 +1,58 @@
+"""Sample structures shared by samplers, collectors and algorithms."""
+from __future__ import annotations
+
+from collections import namedtuple
+from typing import Any
+
+from rlframe.utils.collections import AttrDict, namedarraytuple
+
+Samples = namedarraytuple("Samples", ["agent", "env"])
+AgentSamples = namedarraytuple("AgentSamples", ["action", "prev_action", "agent_info"])
+AgentSamplesBsv = namedarraytuple("AgentSamplesBsv",
+                                  ["action", "prev_action", "agent_info", "bootstrap_value"])
+EnvSamples = namedarraytuple("EnvSamples",
+                             ["observation", "reward", "prev_reward", "done", "env_info"])
+
+
+class BatchSpec(namedtuple("BatchSpec", "T B")):
+    """Sampler batch shape: ``T`` time steps by ``B`` parallel environments."""
+
+    __slots__ = ()
+
+    @property
+    def size(self) -> int:
+        """Number of env steps in one batch, ``T * B``."""
+        return self.T * self.B
+
+
+class TrajInfo(AttrDict):
+    """Running statistics of one trajectory; keys are logged when it completes.
+
+    Keys starting with ``_`` are bookkeeping and never logged. Subclass it to
+    log more (override :meth:`step`, call ``super().step``). Samplers set the
+    class attribute ``_discount`` from the algorithm's ``discount``.
+    """
+
+    _discount: float = 1.0  # class attribute, not a key
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.Length = 0
+        self.Return = 0
+        self.NonzeroRewards = 0
+        self.DiscountedReturn = 0
+        self._cur_discount = 1
+
+    def step(self, observation: Any, action: Any, reward: Any, done: Any,
+             agent_info: Any, env_info: Any) -> None:
+        """Account for one environment step."""
+        reward = float(reward)
+        self.Length += 1
+        self.Return += reward
+        self.NonzeroRewards += reward != 0
+        self.DiscountedReturn += self._cur_discount * reward
+        self._cur_discount *= self._discount
+
+    def terminate(self, observation: Any) -> "TrajInfo":
+        """Finish the trajectory; returns itself for the completed list."""
+        return self

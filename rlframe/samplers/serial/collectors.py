@@ -1,0 +1,61 @@
+"""Evaluation collector of the serial sampler."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from rlframe.agents.base import AgentInputs
+from rlframe.samplers.collectors import reset_envs
+from rlframe.utils.buffer import numpify_buffer, torchify_buffer
+from rlframe.utils.logging import logger
+
+
+class SerialEvalCollector:
+    """Runs the agent in eval mode on ``envs`` and returns completed TrajInfos.
+
+    Args:
+        envs: evaluation envs, stepped together.
+        agent: the agent (``eval_mode`` is set here).
+        TrajInfoCls: trajectory statistics class.
+        max_T: max time steps (each step advances every env).
+        max_trajectories: stop early once this many trajectories completed.
+    """
+
+    def __init__(self, envs: Sequence[Any], agent: Any, TrajInfoCls: type, max_T: int,
+                 max_trajectories: int | None = None):
+        self.envs = envs
+        self.agent = agent
+        self.TrajInfoCls = TrajInfoCls
+        self.max_T = max_T
+        self.max_trajectories = max_trajectories
+
+    def collect_evaluation(self, itr: int) -> list:
+        traj_infos = [self.TrajInfoCls() for _ in range(len(self.envs))]
+        completed_traj_infos = []
+        observation, action, reward = reset_envs(self.envs)
+        obs_pyt, act_pyt, rew_pyt = torchify_buffer(AgentInputs(observation, action, reward))
+        self.agent.reset()
+        self.agent.eval_mode(itr)
+        for t in range(self.max_T):
+            act_pyt, agent_info = self.agent.step(obs_pyt, act_pyt, rew_pyt)
+            action = numpify_buffer(act_pyt)
+            for b, env in enumerate(self.envs):
+                o, r, d, env_info = env.step(action[b])
+                traj_infos[b].step(observation[b], action[b], r, d, agent_info[b], env_info)
+                if getattr(env_info, "traj_done", d):
+                    completed_traj_infos.append(traj_infos[b].terminate(o))
+                    traj_infos[b] = self.TrajInfoCls()
+                    o = env.reset()
+                if d:
+                    action[b] = 0
+                    r = 0
+                    self.agent.reset_one(idx=b)
+                observation[b] = o
+                reward[b] = r
+            if (self.max_trajectories is not None
+                    and len(completed_traj_infos) >= self.max_trajectories):
+                logger.log("Evaluation reached max num trajectories "
+                           f"({self.max_trajectories}).")
+                break
+        else:
+            logger.log(f"Evaluation reached max num time steps ({self.max_T}).")
+        return completed_traj_infos

@@ -1,0 +1,179 @@
+"""Build and convert nested array buffers (tuples, namedtuples, namedarraytuples).
+
+Every function here recurses through (named)tuples and keeps their structure;
+``None`` leaves stay ``None``.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+
+from rlframe.utils.collections import (is_namedarraytuple, is_namedtuple,
+                                       namedarraytuple_like)
+
+
+def _rebuild(struct: Any, values: list) -> Any:
+    """Rebuild a tuple-like ``struct`` with new field ``values``."""
+    if is_namedarraytuple(struct):
+        return type(struct)(*values)
+    if is_namedtuple(struct):
+        return namedarraytuple_like(struct)(*values)
+    return tuple(values)
+
+
+def buffer_from_example(example: Any, leading_dims: int | Sequence[int],
+                        share_memory: bool = False) -> Any:
+    """Zero-filled buffer shaped like ``example`` with extra leading dims.
+
+    Args:
+        example: an array, a number, or a (nested) namedtuple of them.
+        leading_dims: e.g. ``(T, B)``; the buffer has shape ``[*leading_dims, *example.shape]``.
+        share_memory: allocate on shared memory that forked/spawned workers write to.
+
+    Returns:
+        numpy arrays inside namedarraytuples (namedtuples are upgraded).
+    """
+    if example is None:
+        return None
+    if isinstance(example, tuple):
+        return _rebuild(example, [buffer_from_example(v, leading_dims, share_memory)
+                                  for v in example])
+    return build_array(example, leading_dims, share_memory)
+
+
+def build_array(example: Any, leading_dims: int | Sequence[int],
+                share_memory: bool = False) -> np.ndarray:
+    """Zero numpy array of shape ``[*leading_dims, *np.shape(example)]``, example's dtype."""
+    a = np.asarray(example)
+    if a.dtype == object:
+        raise TypeError("Buffer example value cannot be of type object "
+                        f"(got {type(example).__name__}: {example!r}).")
+    if isinstance(leading_dims, (int, np.integer)):
+        leading_dims = (int(leading_dims),)
+    shape = tuple(int(d) for d in leading_dims) + a.shape
+    if share_memory:
+        return np_mp_array(shape, a.dtype)
+    return np.zeros(shape, dtype=a.dtype)
+
+
+def _rebuild_shared_array(raw: Any, shape: tuple, dtype: str) -> "SharedNdarray":
+    return SharedNdarray._from_raw(raw, shape, np.dtype(dtype))
+
+
+class SharedNdarray(np.ndarray):
+    """A numpy array on ``multiprocessing`` shared memory.
+
+    Forked children share it directly. When pickled to a spawned or
+    forkserver child (as a Process argument), the underlying ``RawArray`` is
+    handed over instead of a copy, so the child writes the same memory.
+    Views and slices are plain ndarrays.
+    """
+
+    _raw: Any = None
+
+    @classmethod
+    def _from_raw(cls, raw: Any, shape: tuple, dtype: np.dtype) -> "SharedNdarray":
+        flat = np.frombuffer(raw, dtype=dtype, count=int(np.prod(shape)))
+        arr = flat.reshape(shape).view(cls)
+        arr._raw = raw
+        return arr
+
+    def __array_finalize__(self, obj):
+        # Only the original allocation keeps the RawArray: views pickle by value.
+        self._raw = None
+
+    def __reduce__(self):
+        if self._raw is not None:
+            return (_rebuild_shared_array, (self._raw, self.shape, self.dtype.str))
+        return np.asarray(self).__reduce__()
+
+
+def np_mp_array(shape: int | Sequence[int], dtype: Any) -> np.ndarray:
+    """Zeroed numpy array backed by ``multiprocessing.RawArray`` shared memory.
+
+    The memory is anonymous and freed with the last process that maps it:
+    nothing is left in ``/dev/shm``.
+    """
+    shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
+    dtype = np.dtype(dtype)
+    size = max(int(np.prod(shape)), 1) * dtype.itemsize
+    raw = mp.RawArray("b", size)  # zero-initialised
+    return SharedNdarray._from_raw(raw, shape, dtype)
+
+
+def torchify_buffer(buffer_: Any) -> Any:
+    """numpy arrays -> torch tensors sharing memory (structure kept)."""
+    if buffer_ is None:
+        return None
+    if isinstance(buffer_, np.ndarray):
+        return torch.from_numpy(np.asarray(buffer_))
+    if isinstance(buffer_, (np.generic, int, float, bool)):
+        return torch.as_tensor(buffer_)
+    if isinstance(buffer_, torch.Tensor):
+        return buffer_
+    if isinstance(buffer_, tuple):
+        return _rebuild(buffer_, [torchify_buffer(b) for b in buffer_])
+    return torch.as_tensor(buffer_)
+
+
+def numpify_buffer(buffer_: Any) -> Any:
+    """torch tensors -> numpy arrays (CPU tensors share memory)."""
+    if buffer_ is None:
+        return None
+    if isinstance(buffer_, torch.Tensor):
+        return buffer_.detach().cpu().numpy()
+    if isinstance(buffer_, tuple):
+        return _rebuild(buffer_, [numpify_buffer(b) for b in buffer_])
+    return buffer_
+
+
+def buffer_to(buffer_: Any, device: Any = None) -> Any:
+    """Move every tensor to ``device`` (numpy arrays raise TypeError)."""
+    if buffer_ is None:
+        return None
+    if isinstance(buffer_, torch.Tensor):
+        return buffer_.to(device)
+    if isinstance(buffer_, np.ndarray):
+        raise TypeError("Cannot move numpy array to device: torchify_buffer() it first.")
+    if isinstance(buffer_, tuple):
+        return _rebuild(buffer_, [buffer_to(b, device) for b in buffer_])
+    return buffer_
+
+
+def buffer_method(buffer_: Any, method_name: str, *args: Any, **kwargs: Any) -> Any:
+    """Call ``leaf.method_name(*args, **kwargs)`` on every leaf, e.g. ``"float"``."""
+    if buffer_ is None:
+        return None
+    if isinstance(buffer_, (tuple, list)):
+        return _rebuild(buffer_, [buffer_method(b, method_name, *args, **kwargs)
+                                  for b in buffer_]) if isinstance(buffer_, tuple) else \
+            [buffer_method(b, method_name, *args, **kwargs) for b in buffer_]
+    return getattr(buffer_, method_name)(*args, **kwargs)
+
+
+def buffer_func(buffer_: Any, func: Callable, *args: Any, **kwargs: Any) -> Any:
+    """Call ``func(leaf, *args, **kwargs)`` on every leaf."""
+    if buffer_ is None:
+        return None
+    if isinstance(buffer_, tuple):
+        return _rebuild(buffer_, [buffer_func(b, func, *args, **kwargs) for b in buffer_])
+    return func(buffer_, *args, **kwargs)
+
+
+def get_leading_dims(buffer_: Any, n_dim: int = 1) -> tuple:
+    """Leading ``n_dim`` dims shared by every leaf (ValueError if they differ)."""
+    if buffer_ is None:
+        return None
+    if isinstance(buffer_, tuple):
+        dims = [get_leading_dims(b, n_dim) for b in buffer_]
+        dims = [d for d in dims if d is not None]
+        if not dims:
+            return None
+        if any(d != dims[0] for d in dims[1:]):
+            fields = getattr(buffer_, "_fields", None)
+            raise ValueError(f"Leading dims mismatch among fields {fields}: {dims}.")
+        return dims[0]
+    return tuple(buffer_.shape[:n_dim])

@@ -1,0 +1,247 @@
+"""Run directories: where an experiment's logs, parameters and snapshots go.
+
+``logger_context`` creates ``<root>/local/<YYYYMMDD>/<HHMMSS>/<log_dir>/run_<run_ID>/``
+with ``params.json``, ``progress.csv`` and ``debug.log``, makes it the snapshot
+directory, and detaches everything again on exit. ``<root>`` is
+``$RLFRAME_DATA_DIR`` when set, else ``./data`` in the current working directory.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import tempfile
+from typing import Any, Iterator
+
+import numpy as np
+
+from rlframe.utils.logging import logger
+
+DATA_DIR_ENV_VAR = "RLFRAME_DATA_DIR"
+
+
+def _data_root() -> str:
+    """The log root, evaluated now (the env var and the working directory may change)."""
+    root = os.environ.get(DATA_DIR_ENV_VAR)
+    if root:
+        return os.path.abspath(os.path.expanduser(root))
+    return os.path.abspath(os.path.join(os.getcwd(), "data"))
+
+
+# Root at import time; the functions below recompute it on every call.
+LOG_DIR = _data_root()
+
+
+def _relative_part(path: str) -> str:
+    """``path`` without its drive and leading separators, so it nests under a root."""
+    _, tail = os.path.splitdrive(path)
+    return tail.lstrip("/\\")
+
+
+def _is_within(path: str, root: str) -> bool:
+    path, root = os.path.realpath(path), os.path.realpath(root)
+    try:
+        return os.path.commonpath([path, root]) == root
+    except ValueError:  # different drives
+        return False
+
+
+def get_log_dir(experiment_name: str, root_log_dir: str | None = None,
+                date: bool = True) -> str:
+    """Directory for a new experiment: ``<root>/local/<YYYYMMDD>/<HHMMSS>/<experiment_name>``.
+
+    Args:
+        experiment_name: relative path inside the dated folder (a leading
+            separator is dropped so the result always lies under the root).
+        root_log_dir: root to use instead of ``$RLFRAME_DATA_DIR`` / ``./data``.
+        date: ``False`` leaves out the ``<YYYYMMDD>/<HHMMSS>`` levels.
+    """
+    root = os.path.abspath(root_log_dir) if root_log_dir else _data_root()
+    parts = [root, "local"]
+    if date:
+        now = datetime.datetime.now()
+        parts += [now.strftime("%Y%m%d"), now.strftime("%H%M%S")]
+    return os.path.join(*parts, _relative_part(experiment_name))
+
+
+def _jsonable(value: Any) -> Any:
+    """JSON-ready copy: containers kept, numpy scalars unwrapped, other objects by class name."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, dict):
+        return {str(k) if not isinstance(k, (bool, int, float, str)) else k: _jsonable(v)
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return type(value).__name__
+
+
+def _write_json_atomic(path: str, data: Any) -> None:
+    fd, tmp_path = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".params-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2)
+            f.write("\n")
+        os.replace(tmp_path, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp_path)
+        raise
+
+
+@contextlib.contextmanager
+def logger_context(log_dir: str, run_ID: int, name: str, log_params: dict | None = None,
+                   snapshot_mode: str = "none", override_prefix: bool = False,
+                   use_summary_writer: bool = False) -> Iterator[str]:
+    """Attach a run directory to the logger for the duration of the ``with`` block.
+
+    The directory is ``<root>/local/<YYYYMMDD>/<HHMMSS>/<log_dir>/run_<run_ID>``,
+    or ``<log_dir>/run_<run_ID>`` as given when ``override_prefix`` is set or
+    ``log_dir`` already lies inside the root. It receives ``params.json``
+    (``log_params`` plus ``name`` and ``run_ID``), ``progress.csv`` (one row per
+    ``dump_tabular``), ``debug.log`` (every ``log`` line), snapshots, and
+    TensorBoard events when ``use_summary_writer`` is set. On exit, also after
+    an exception, the outputs are closed and the ``"<name>_<run_ID> "`` log
+    prefix is popped.
+
+    Args:
+        log_dir: experiment folder (relative paths nest under the root).
+        run_ID: run number; the run folder is ``run_<run_ID>``.
+        name: experiment name, used in the log prefix and ``params.json``.
+        log_params: hyperparameters to record; this dict is updated in place
+            with ``name`` and ``run_ID``. Values JSON cannot hold are written as
+            their class name.
+        snapshot_mode: one of ``logger.SNAPSHOT_MODES``.
+        override_prefix: use ``log_dir`` as given instead of nesting it under the root.
+        use_summary_writer: also write TensorBoard scalars (needs ``tensorboard``).
+
+    Yields:
+        The absolute run directory.
+    """
+    summary_writer_cls = None
+    if use_summary_writer:
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError as err:
+            raise ImportError("use_summary_writer=True needs TensorBoard: "
+                              "pip install rlframe[tensorboard]") from err
+        summary_writer_cls = SummaryWriter
+    logger.set_snapshot_mode(snapshot_mode)  # validates before anything is created
+    logger.set_log_tabular_only(False)
+
+    run_dir = os.path.join(log_dir, f"run_{run_ID}")
+    root = _data_root()
+    exp_dir = os.path.abspath(run_dir)
+    relocated = not override_prefix and not _is_within(exp_dir, root)
+    if relocated:
+        exp_dir = get_log_dir(run_dir, root_log_dir=root)
+    params_path = os.path.join(exp_dir, "params.json")
+    tabular_path = os.path.join(exp_dir, "progress.csv")
+    text_path = os.path.join(exp_dir, "debug.log")
+
+    previous_snapshot_dir = logger.get_snapshot_dir()
+    prefix_pushed = False
+    writer = None
+    try:
+        os.makedirs(exp_dir, exist_ok=True)
+        logger.set_snapshot_dir(exp_dir)
+        logger.add_text_output(text_path)
+        logger.add_tabular_output(tabular_path)
+        logger.push_prefix(f"{name}_{run_ID} ")
+        prefix_pushed = True
+        if summary_writer_cls is not None:
+            writer = summary_writer_cls(exp_dir)
+            logger.set_tf_summary_writer(writer)
+            logger.set_tf_summary_dir(exp_dir)
+        if log_params is None:
+            log_params = {}
+        log_params["name"] = name
+        log_params["run_ID"] = run_ID
+        _write_json_atomic(params_path, _jsonable(log_params))
+        if relocated and os.path.isabs(log_dir):
+            logger.log(f"log_dir {log_dir!r} is outside the data root {root}, so it was nested "
+                       "under it; pass override_prefix=True to write to it as is.")
+        logger.log(f"Run directory: {exp_dir}")
+        yield exp_dir
+    finally:
+        if writer is not None:
+            logger.set_tf_summary_writer(None)
+            logger.set_tf_summary_dir(None)
+            writer.close()
+        logger.remove_tabular_output(tabular_path)
+        logger.remove_text_output(text_path)
+        if prefix_pushed:
+            logger.pop_prefix()
+        logger.set_snapshot_dir(previous_snapshot_dir)
+
+
+def add_exp_param(param_name: str, param_val: Any, exp_dir: str | None = None,
+                  overwrite: bool = False) -> list[str]:
+    """Add a key to every ``params.json`` found under ``exp_dir`` (recursively).
+
+    An existing key is left alone unless ``overwrite``; when both the existing
+    and the new value are dicts, missing sub-keys are added either way (and
+    existing sub-keys replaced only with ``overwrite``).
+
+    Args:
+        param_name: key to add.
+        param_val: value (JSON-converted like ``log_params``).
+        exp_dir: directory to search; default the current working directory.
+        overwrite: replace an existing value.
+
+    Returns:
+        Paths of the files that changed.
+    """
+    search_dir = os.getcwd() if exp_dir is None else exp_dir
+    if not os.path.isdir(search_dir):
+        raise ValueError(f"exp_dir must be an existing directory, got {search_dir!r}.")
+    new_val = _jsonable(param_val)
+    changed = []
+    for dir_path, _, file_names in os.walk(search_dir):
+        if "params.json" not in file_names:
+            continue
+        path = os.path.join(dir_path, "params.json")
+        with open(path, "r", encoding="utf-8") as f:
+            params = json.load(f)
+        old_val = params.get(param_name)
+        if isinstance(old_val, dict) and isinstance(new_val, dict):
+            merged = dict(old_val)
+            for key, val in new_val.items():
+                if overwrite or key not in merged:
+                    merged[key] = val
+            if merged == old_val:
+                continue
+            params[param_name] = merged
+        elif param_name in params and not overwrite:
+            logger.log(f"{path}: keeping existing {param_name}={old_val!r} (overwrite=False).")
+            continue
+        else:
+            params[param_name] = new_val
+        _write_json_atomic(path, params)
+        changed.append(path)
+    return changed
+
+
+def check_progress(exp_dir: str | None = None) -> dict[str, int]:
+    """Count the data rows of every ``progress.csv`` under ``exp_dir`` and log them.
+
+    Args:
+        exp_dir: directory to search; default the current working directory.
+
+    Returns:
+        ``{path: number of rows after the header}``.
+    """
+    search_dir = os.getcwd() if exp_dir is None else exp_dir
+    counts = {}
+    for dir_path, _, file_names in sorted(os.walk(search_dir)):
+        if "progress.csv" not in file_names:
+            continue
+        path = os.path.join(dir_path, "progress.csv")
+        with open(path, "r", encoding="utf-8") as f:
+            n_lines = sum(1 for _ in f)
+        counts[path] = max(n_lines - 1, 0)
+        logger.log(f"{path}: {counts[path]} rows", with_prefix=False)
+    return counts

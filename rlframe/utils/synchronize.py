@@ -1,0 +1,139 @@
+"""Inter-process synchronisation helpers: a readers-writer lock, queue draining, ports."""
+from __future__ import annotations
+
+import multiprocessing as mp
+import operator
+import queue
+import socket
+from typing import Any
+
+FIRST_PORT = 29500
+PORT_STRIDE = 100
+
+
+class RWLock:
+    """Readers-writer lock shared by processes (many readers or one writer).
+
+    Readers take priority: the first reader in locks out writers and the last
+    reader out lets them back in, so a reader may release the write lock that
+    another process's reader took. Using the object as a context manager takes
+    the read lock. Pass it to child processes at creation.
+
+    Args:
+        ctx: multiprocessing context to create the primitives in (default: the
+            current default context); use the children's context under spawn.
+
+    Attributes:
+        write_lock: the underlying lock held by a writer (or by the readers as a group).
+    """
+
+    def __init__(self, ctx: Any = None) -> None:
+        ctx = mp.get_context() if ctx is None else ctx
+        self.write_lock = ctx.Lock()
+        self._count_lock = ctx.Lock()
+        self._n_readers = ctx.RawValue("i", 0)
+
+    def acquire_write(self) -> None:
+        """Block until no reader or writer holds the lock, then hold it."""
+        self.write_lock.acquire()
+
+    def release_write(self) -> None:
+        """Release the write lock."""
+        self.write_lock.release()
+
+    def acquire_read(self) -> None:
+        """Block while a writer holds the lock, then join the readers."""
+        with self._count_lock:
+            self._n_readers.value += 1
+            if self._n_readers.value == 1:
+                self.write_lock.acquire()
+
+    def release_read(self) -> None:
+        """Leave the readers; the last one out unblocks writers."""
+        with self._count_lock:
+            if self._n_readers.value <= 0:
+                raise RuntimeError("release_read called without a matching acquire_read.")
+            self._n_readers.value -= 1
+            if self._n_readers.value == 0:
+                self.write_lock.release()
+
+    def __enter__(self) -> "RWLock":
+        self.acquire_read()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.release_read()
+
+
+def drain_queue(queue_obj: Any, n_sentinel: int = 0, guard_sentinel: bool = False) -> list:
+    """Take everything currently in a queue; ``None`` items act as sentinels.
+
+    Args:
+        queue_obj: a ``queue.Queue`` or ``multiprocessing.Queue``.
+        n_sentinel: if positive, block until this many ``None`` items have been
+            taken (other items are collected meanwhile) and return then.
+        guard_sentinel: in non-blocking mode, stop at the first ``None`` and put
+            it back so that other consumers see it too.
+
+    Returns:
+        The non-``None`` items in the order they were taken.
+    """
+    if n_sentinel < 0:
+        raise ValueError(f"n_sentinel must be >= 0, got {n_sentinel!r}.")
+    contents = []
+    if n_sentinel > 0:
+        n_seen = 0
+        while n_seen < n_sentinel:
+            item = queue_obj.get()
+            if item is None:
+                n_seen += 1
+            else:
+                contents.append(item)
+        return contents
+    while True:
+        try:
+            item = queue_obj.get(block=False)
+        except queue.Empty:
+            return contents
+        if item is not None:
+            contents.append(item)
+        elif guard_sentinel:
+            queue_obj.put(None)
+            return contents
+
+
+def _port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # Same option a listening server sets, so ports in TIME_WAIT count as free.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def find_port(offset: int) -> int:
+    """A free local TCP port for a ``torch.distributed`` master.
+
+    Tries ``29500 + offset``, then steps of 100, so runs that use different
+    offsets (e.g. their first master CPU) do not collide.
+
+    Args:
+        offset: integer in ``[0, 100)``.
+
+    Returns:
+        The first port that could be bound on 127.0.0.1.
+    """
+    try:
+        offset_int = None if isinstance(offset, bool) else operator.index(offset)
+    except TypeError:
+        offset_int = None
+    if offset_int is None or not 0 <= offset_int < PORT_STRIDE:
+        raise ValueError(f"offset must be an integer in [0, {PORT_STRIDE}), got {offset!r}.")
+    offset = offset_int
+    for port in range(FIRST_PORT + offset, 65536, PORT_STRIDE):
+        if _port_is_free(port):
+            return port
+    raise RuntimeError(f"find_port(offset={offset}): no free port among "
+                       f"{FIRST_PORT + offset}, {FIRST_PORT + offset + PORT_STRIDE}, ... 65535.")

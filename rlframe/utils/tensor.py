@@ -1,0 +1,94 @@
+"""Torch helpers for leading dims, indexing, one-hot and masked means."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+
+
+def select_at_indexes(indexes: torch.Tensor, tensor: torch.Tensor) -> torch.Tensor:
+    """Pick one element per leading position.
+
+    Args:
+        indexes: [*lead] integer indexes into the next dim of ``tensor``.
+        tensor: [*lead, N, *rest].
+
+    Returns:
+        [*lead, *rest]: ``tensor[..., indexes[...], ...]`` elementwise.
+    """
+    dim = len(indexes.shape)
+    if indexes.shape != tensor.shape[:dim]:
+        raise ValueError(f"indexes shape {tuple(indexes.shape)} must match the leading dims of "
+                         f"tensor shape {tuple(tensor.shape)}.")
+    num = indexes.numel()
+    t_flat = tensor.reshape((num,) + tensor.shape[dim:])
+    s_flat = t_flat[torch.arange(num, device=tensor.device), indexes.reshape(-1)]
+    return s_flat.reshape(tensor.shape[:dim] + tensor.shape[dim + 1:])
+
+
+def to_onehot(indexes: torch.Tensor, num: int, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """One-hot encode integer ``indexes`` [*lead] into [*lead, num]."""
+    if dtype is None:
+        dtype = indexes.dtype
+    onehot = torch.zeros(indexes.shape + (num,), dtype=dtype, device=indexes.device)
+    onehot.scatter_(-1, indexes.unsqueeze(-1).long(), 1)
+    return onehot
+
+
+def from_onehot(onehot: torch.Tensor, dim: int = -1, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Index of the max along ``dim`` (inverse of :func:`to_onehot`)."""
+    indexes = torch.argmax(onehot, dim=dim)
+    if dtype is not None:
+        indexes = indexes.type(dtype)
+    return indexes
+
+
+def valid_mean(tensor: torch.Tensor, valid: torch.Tensor | None = None,
+               dim: int | Sequence[int] | None = None) -> torch.Tensor:
+    """Mean of ``tensor`` over entries where ``valid`` is nonzero (all if None)."""
+    dim = () if dim is None else dim
+    if valid is None:
+        return tensor.mean(dim=dim)
+    valid = valid.type(tensor.dtype)
+    return (tensor * valid).sum(dim=dim) / valid.sum(dim=dim).clamp(min=1e-8)
+
+
+def infer_leading_dims(tensor: torch.Tensor, dim: int) -> tuple[int, int, int, tuple]:
+    """Find the leading [T, B] dims in front of ``dim`` data dims.
+
+    Args:
+        tensor: [T, B, *shape], [B, *shape] or [*shape].
+        dim: number of data dims (``len(shape)``).
+
+    Returns:
+        ``(lead_dim, T, B, shape)`` with lead_dim in {0, 1, 2}; T and B are 1 where absent.
+    """
+    lead_dim = tensor.dim() - dim
+    if lead_dim not in (0, 1, 2):
+        raise ValueError(f"Tensor of shape {tuple(tensor.shape)} has {lead_dim} leading dims "
+                         f"before {dim} data dims; expected 0, 1 or 2.")
+    T = B = 1
+    shape = tuple(tensor.shape[lead_dim:])
+    if lead_dim == 2:
+        T, B = tensor.shape[:2]
+    elif lead_dim == 1:
+        B = tensor.shape[0]
+    return lead_dim, T, B, shape
+
+
+def restore_leading_dims(tensors: Any, lead_dim: int, T: int = 1, B: int = 1) -> Any:
+    """Reshape [T*B, ...] outputs back to the input's leading dims.
+
+    Args:
+        tensors: a tensor, or a tuple/list of tensors, each with leading dim T*B.
+        lead_dim: as returned by :func:`infer_leading_dims`.
+    """
+    is_seq = isinstance(tensors, (tuple, list))
+    tensors = tensors if is_seq else (tensors,)
+    if lead_dim == 2:
+        tensors = tuple(t.view((T, B) + t.shape[1:]) for t in tensors)
+    elif lead_dim == 0:
+        if any(t.shape[0] != 1 for t in tensors):
+            raise ValueError("Unbatched input must give outputs with leading dim 1.")
+        tensors = tuple(t.squeeze(0) for t in tensors)
+    return tensors if is_seq else tensors[0]

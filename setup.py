@@ -1,0 +1,34 @@
+from setuptools import find_packages, setup
+
+extras = {
+    "test": ["pytest>=7", "pytest-timeout>=2"],
+    "atari": ["atari-py"],
+    "mujoco": ["mujoco>=2.3.3", "imageio>=2.14"],
+    "tensorboard": ["tensorboard>=2.10"],
+    "plots": ["matplotlib>=3.5"],
+}
+extras["all"] = sorted({req for name, reqs in extras.items() if name != "atari" for req in reqs})
+
+setup(
+    name="rlframe",
+    version="0.1.0",
+    description="Modular deep reinforcement learning in PyTorch, in the design lineage of rlpyt.",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    packages=find_packages(include=["rlframe", "rlframe.*"]),
+    package_data={"rlframe": ["py.typed"]},
+    python_requires=">=3.10",
+    install_requires=[
+        "torch>=2.1",
+        "numpy>=1.24",
+        "psutil>=5.9",
+        "gymnasium>=1.0",
+        "ale-py>=0.9",
+        "tqdm>=4.60",
+    ],
+    extras_require=extras,
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
+)

@@ -1,0 +1,106 @@
+import multiprocessing as mp
+import pickle
+
+import numpy as np
+import pytest
+import torch
+
+from rlframe.utils.buffer import (buffer_from_example, buffer_func, buffer_method, buffer_to,
+                                  get_leading_dims, np_mp_array, numpify_buffer, torchify_buffer)
+from rlframe.utils.collections import namedarraytuple
+from rlframe.utils.misc import extract_sequences, iterate_mb_idxs
+from rlframe.utils.tensor import (from_onehot, infer_leading_dims, restore_leading_dims,
+                                  select_at_indexes, to_onehot, valid_mean)
+
+Ex = namedarraytuple("Ex", ["obs", "inner", "empty"])
+Inner = namedarraytuple("Inner", ["r", "flag"])
+
+
+def example():
+    return Ex(obs=np.zeros((3,), dtype=np.uint8),
+              inner=Inner(r=np.float32(1.5), flag=np.bool_(True)), empty=None)
+
+
+def test_buffer_from_example_shapes_dtypes_structure():
+    buf = buffer_from_example(example(), (4, 2))
+    assert buf.obs.shape == (4, 2, 3) and buf.obs.dtype == np.uint8
+    assert buf.inner.r.shape == (4, 2) and buf.inner.r.dtype == np.float32
+    assert buf.inner.flag.dtype == np.bool_ and buf.empty is None
+    assert np.all(buf.obs == 0)
+    with pytest.raises(TypeError, match="object"):
+        buffer_from_example(np.array([object()]), 3)
+
+
+def test_torchify_numpify_share_memory():
+    buf = buffer_from_example(example(), (4, 2))
+    pyt = torchify_buffer(buf)
+    assert isinstance(pyt.obs, torch.Tensor) and type(pyt) is Ex and pyt.empty is None
+    pyt.inner.r[1, 1] = 7.
+    assert buf.inner.r[1, 1] == 7.
+    back = numpify_buffer(pyt)
+    back.obs[0, 0, 0] = 9
+    assert buf.obs[0, 0, 0] == 9
+
+
+def test_buffer_to_method_func_and_leading_dims():
+    pyt = torchify_buffer(buffer_from_example(example(), (4, 2)))
+    moved = buffer_to(pyt, "cpu")
+    assert type(moved) is Ex
+    with pytest.raises(TypeError):
+        buffer_to(np.zeros(3), "cpu")
+    floats = buffer_method(pyt, "float")
+    assert floats.obs.dtype == torch.float32 and floats.inner.flag.dtype == torch.float32
+    summed = buffer_func(pyt, torch.sum)
+    assert summed.obs.shape == ()
+    assert get_leading_dims(pyt, n_dim=2) == (4, 2)
+    bad = Ex(obs=torch.zeros(4, 2), inner=Inner(torch.zeros(3, 2), None), empty=None)
+    with pytest.raises(ValueError, match="mismatch"):
+        get_leading_dims(bad, n_dim=2)
+
+
+def _child_write(arr):
+    arr[2] = 42.
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_np_mp_array_shared_with_child(method):
+    arr = np_mp_array((5,), np.float32)
+    assert np.all(arr == 0)
+    ctx = mp.get_context(method)
+    p = ctx.Process(target=_child_write, args=(arr,))
+    p.start()
+    p.join(timeout=60)
+    assert p.exitcode == 0
+    assert arr[2] == 42.
+    view = pickle.loads(pickle.dumps(arr[1:3]))  # views pickle by value
+    assert isinstance(view, np.ndarray) and view[1] == 42.
+
+
+def test_tensor_helpers():
+    x = torch.arange(24.).reshape(2, 3, 4)
+    idx = torch.tensor([[0, 3, 1], [2, 2, 0]])
+    sel = select_at_indexes(idx, x)
+    assert sel.tolist() == [[0., 7., 9.], [14., 18., 20.]]
+    oh = to_onehot(torch.tensor([1, 0, 2]), 3, dtype=torch.float)
+    assert oh.tolist() == [[0, 1, 0], [1, 0, 0], [0, 0, 1]]
+    assert from_onehot(oh).tolist() == [1, 0, 2]
+    v = torch.tensor([1., 2., 3., 4.])
+    assert valid_mean(v, torch.tensor([1, 1, 0, 0])).item() == 1.5
+    assert valid_mean(v).item() == 2.5
+    for shape, expect in [((5, 6, 3), (2, 5, 6)), ((6, 3), (1, 1, 6)), ((3,), (0, 1, 1))]:
+        lead_dim, T, B, s = infer_leading_dims(torch.zeros(shape), 1)
+        assert (lead_dim, T, B) == expect and s == (3,)
+        out = restore_leading_dims(torch.zeros(T * B, 2), lead_dim, T, B)
+        assert out.shape == shape[:-1] + (2,)
+    with pytest.raises(ValueError):
+        infer_leading_dims(torch.zeros(1, 2, 3, 4), 1)
+
+
+def test_misc_helpers():
+    batches = list(iterate_mb_idxs(10, 3))
+    assert batches == [slice(0, 3), slice(3, 6), slice(6, 9)]
+    shuffled = np.concatenate(list(iterate_mb_idxs(12, 4, shuffle=True)))
+    assert sorted(shuffled.tolist()) == list(range(12))
+    a = np.arange(10)[:, None] * 10 + np.arange(2)[None]
+    seq = extract_sequences(a, T_idxs=[8, 1], B_idxs=[0, 1], T=3)
+    assert seq.tolist() == [[80, 11], [90, 21], [0, 31]]  # wraps around in time

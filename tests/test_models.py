@@ -1,0 +1,175 @@
+import numpy as np
+import pytest
+import torch
+
+from rlframe.models.conv2d import Conv2dHeadModel, Conv2dModel
+from rlframe.models.mlp import MlpModel
+from rlframe.models.pg.atari_ff_model import AtariFfModel
+from rlframe.models.pg.atari_lstm_model import AtariLstmModel
+from rlframe.models.pg.atari_lstm_model import RnnState as AtariRnnState
+from rlframe.models.pg.mlp_models import CategoricalPgLstmModel, CategoricalPgMlpModel
+from rlframe.models.pg.mujoco_ff_model import MujocoFfModel
+from rlframe.models.pg.mujoco_lstm_model import MujocoLstmModel
+from rlframe.models.pg.mujoco_lstm_model import RnnState as MujocoRnnState
+from rlframe.models.running_mean_std import RunningMeanStdModel
+from rlframe.models.utils import (conv2d_output_shape, scale_grad, strip_ddp_state_dict,
+                                  update_state_dict)
+
+LEADS = [(), (5,), (3, 4)]
+IMG = (4, 44, 44)
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+def _batch_size(lead):
+    return lead[-1] if lead else 1
+
+
+# --- building blocks -------------------------------------------------------------------
+
+def test_mlp_output_size():
+    assert MlpModel(5, [8, 6], 3).output_size == 3
+    assert MlpModel(5, 7).output_size == 7
+    assert MlpModel(5, None).output_size == 5
+    assert MlpModel(5, None, 2)(torch.zeros(9, 5)).shape == (9, 2)
+    mlp = MlpModel(5, [8, 6], nonlinearity=torch.nn.Tanh)
+    assert mlp(torch.zeros(2, 3, 5)).shape == (2, 3, 6)
+    assert sum(isinstance(m, torch.nn.Tanh) for m in mlp.modules()) == 2
+
+
+@pytest.mark.parametrize("use_maxpool", [False, True])
+def test_conv_out_size_matches_forward(use_maxpool):
+    conv = Conv2dModel(4, [16, 32], [8, 4], [4, 2], [0, 1], use_maxpool=use_maxpool)
+    out = conv(torch.zeros(2, *IMG))
+    assert out[0].numel() == conv.conv_out_size(IMG[1], IMG[2])
+    head = Conv2dHeadModel(IMG, [16, 32], [8, 4], [4, 2], hidden_sizes=[64], output_size=6,
+                           paddings=[0, 1],
+                           use_maxpool=use_maxpool)
+    assert head(torch.zeros(2, *IMG)).shape == (2, 6) and head.output_size == 6
+    assert head.conv_out_size == conv.conv_out_size(IMG[1], IMG[2])
+    bare = Conv2dHeadModel(IMG, [8], [4], [2], hidden_sizes=None)
+    assert bare(torch.zeros(3, *IMG)).shape == (3, bare.output_size)
+
+
+def test_conv2d_output_shape():
+    assert conv2d_output_shape(84, 84, 8, 4, 0) == (20, 20)
+    assert conv2d_output_shape(20, 21, 4, 2, 1) == (10, 10)
+
+
+def test_scale_grad():
+    x = torch.ones(3, requires_grad=True)
+    y = scale_grad(x, 0.25)
+    assert torch.equal(y, x.detach())
+    y.sum().backward()
+    assert torch.allclose(x.grad, torch.full((3,), 0.25))
+
+
+def test_update_state_dict_copy_soft_and_ddp():
+    src, dst = MlpModel(3, [4], 2), MlpModel(3, [4], 2)
+    old = {k: v.clone() for k, v in dst.state_dict().items()}
+    ddp_state = {"module." + k: v for k, v in src.state_dict().items()}
+    assert set(strip_ddp_state_dict(ddp_state)) == set(src.state_dict())
+    update_state_dict(dst, ddp_state, tau=0.1)
+    for k, v in dst.state_dict().items():
+        assert torch.allclose(v, 0.1 * src.state_dict()[k] + 0.9 * old[k])
+    update_state_dict(dst, src.state_dict())
+    for k, v in dst.state_dict().items():
+        assert torch.equal(v, src.state_dict()[k])
+
+
+def test_running_mean_std_matches_numpy():
+    rms = RunningMeanStdModel((3,))
+    assert torch.equal(rms.mean, torch.zeros(3)) and torch.equal(rms.var, torch.ones(3))
+    rng = np.random.default_rng(0)
+    batches = [rng.normal(2.0, 3.0, size=(5, 4, 3)), rng.normal(-1.0, 0.5, size=(7, 3)),
+               rng.normal(0.0, 1.0, size=(3,)), rng.normal(10.0, 2.0, size=(2, 6, 3))]
+    seen = []
+    for batch in batches:
+        rms.update(torch.as_tensor(batch, dtype=torch.float32))
+        seen.append(batch.reshape(-1, 3))
+        data = np.concatenate(seen)
+        np.testing.assert_allclose(rms.mean.numpy(), data.mean(0), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(rms.var.numpy(), data.var(0), rtol=1e-4, atol=1e-4)
+        assert rms.count.item() == len(data)
+    assert set(rms.state_dict()) == {"mean", "var", "count"}
+
+
+# --- policy-gradient models --------------------------------------------------------------
+
+@pytest.mark.parametrize("lead", LEADS)
+@pytest.mark.parametrize("normalize", [False, True])
+def test_mujoco_ff_shapes(lead, normalize):
+    model = MujocoFfModel((11,), 3, normalize_observation=normalize)
+    obs = torch.randn(*lead, 11)
+    model.update_obs_rms(obs)
+    mu, log_std, v = model(obs, torch.zeros(*lead, 3), torch.zeros(lead))
+    assert mu.shape == lead + (3,) and log_std.shape == lead + (3,) and v.shape == lead
+    assert mu.abs().max() <= 1  # tanh output
+    assert torch.equal(log_std, torch.zeros_like(log_std))
+
+
+@pytest.mark.parametrize("lead", LEADS)
+def test_mujoco_lstm_shapes(lead):
+    model = MujocoLstmModel((11,), 3, hidden_sizes=[32], lstm_size=16,
+                            normalize_observation=True)
+    B = _batch_size(lead)
+    obs = torch.randn(*lead, 11)
+    mu, log_std, v, state = model(obs, torch.randn(*lead, 3), torch.randn(lead), None)
+    assert mu.shape == lead + (3,) and log_std.shape == lead + (3,) and v.shape == lead
+    assert isinstance(state, MujocoRnnState)
+    assert state.h.shape == (1, B, 16) and state.c.shape == (1, B, 16)
+    out = model(obs, torch.randn(*lead, 3), torch.randn(lead), state)
+    assert out[3].h.shape == (1, B, 16)
+
+
+@pytest.mark.parametrize("lead", LEADS)
+def test_atari_ff_shapes(lead):
+    model = AtariFfModel(IMG, 6, fc_sizes=64)
+    image = torch.randint(0, 256, lead + IMG, dtype=torch.uint8)
+    pi, v = model(image, torch.zeros(lead), torch.zeros(lead))
+    assert pi.shape == lead + (6,) and v.shape == lead
+    assert torch.allclose(pi.sum(-1), torch.ones(lead))
+
+
+@pytest.mark.parametrize("lead", LEADS)
+def test_atari_lstm_shapes(lead):
+    model = AtariLstmModel(IMG, 6, fc_sizes=64, lstm_size=32)
+    B = _batch_size(lead)
+    image = torch.randint(0, 256, lead + IMG, dtype=torch.uint8)
+    prev_action = torch.nn.functional.one_hot(torch.randint(0, 6, lead), 6).float()
+    pi, v, state = model(image, prev_action, torch.zeros(lead), None)
+    assert pi.shape == lead + (6,) and v.shape == lead
+    assert isinstance(state, AtariRnnState) and state.h.shape == (1, B, 32)
+    assert state.c.shape == (1, B, 32)
+
+
+@pytest.mark.parametrize("lead", LEADS)
+def test_categorical_mlp_shapes_and_init(lead):
+    model = CategoricalPgMlpModel((4,), 2)
+    pi, v = model(torch.randn(*lead, 4), torch.zeros(lead), torch.zeros(lead))
+    assert pi.shape == lead + (2,) and v.shape == lead
+    assert torch.allclose(pi, torch.full_like(pi, 0.5), atol=0.05)  # near-uniform at init
+
+
+@pytest.mark.parametrize("lead", LEADS)
+def test_categorical_lstm_shapes(lead):
+    model = CategoricalPgLstmModel((4,), 2, lstm_size=8)
+    B = _batch_size(lead)
+    pi, v, state = model(torch.randn(*lead, 4), torch.zeros(*lead, 2), torch.zeros(lead), None)
+    assert pi.shape == lead + (2,) and v.shape == lead
+    assert state.h.shape == (1, B, 8) and state.c.shape == (1, B, 8)
+
+
+def test_lstm_state_carries_across_calls():
+    model = CategoricalPgLstmModel((4,), 3, lstm_size=8)
+    T, B = 6, 2
+    obs, act, rew = torch.randn(T, B, 4), torch.zeros(T, B, 3), torch.randn(T, B)
+    pi_all, v_all, state_all = model(obs, act, rew, None)
+    pi_a, v_a, state_a = model(obs[:4], act[:4], rew[:4], None)
+    pi_b, v_b, state_b = model(obs[4:], act[4:], rew[4:], state_a)
+    assert torch.allclose(torch.cat([pi_a, pi_b]), pi_all, atol=1e-6)
+    assert torch.allclose(torch.cat([v_a, v_b]), v_all, atol=1e-6)
+    assert torch.allclose(state_b.h, state_all.h, atol=1e-6)
