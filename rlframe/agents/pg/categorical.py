@@ -78,7 +78,7 @@ class CategoricalPgAgent(BaseAgent):
         return value.to("cpu")
 
 
-class RecurrentCategoricalPgAgentBase(BaseAgent):
+class RecurrentCategoricalPgAgentBase(CategoricalPgAgent):
     """Recurrent discrete-action agent: the model also takes and returns an RNN state.
 
     Model: ``forward(observation, prev_action, prev_reward, init_rnn_state)`` ->
@@ -90,11 +90,6 @@ class RecurrentCategoricalPgAgentBase(BaseAgent):
                  initial_model_state_dict: dict | None = None):
         super().__init__(ModelCls=ModelCls, model_kwargs=model_kwargs,
                          initial_model_state_dict=initial_model_state_dict)
-
-    check_env_spaces = CategoricalPgAgent.check_env_spaces
-    make_env_to_model_kwargs = CategoricalPgAgent.make_env_to_model_kwargs
-    initialize = CategoricalPgAgent.initialize
-    _model_inputs = CategoricalPgAgent._model_inputs
 
     def __call__(self, observation: Any, prev_action: Any, prev_reward: Any,
                  init_rnn_state: Any) -> tuple[DistInfo, torch.Tensor, Any]:

@@ -69,15 +69,12 @@ class GaussianPgAgent(BaseAgent):
         return value.to("cpu")
 
 
-class RecurrentGaussianPgAgentBase(BaseAgent):
+class RecurrentGaussianPgAgentBase(GaussianPgAgent):
     """Recurrent continuous-action agent.
 
     Model: ``forward(observation, prev_action, prev_reward, init_rnn_state)`` ->
     ``(mu, log_std, value, next_rnn_state)`` with states [N, B, H].
     """
-
-    check_env_spaces = GaussianPgAgent.check_env_spaces
-    initialize = GaussianPgAgent.initialize
 
     def __call__(self, observation: Any, prev_action: Any, prev_reward: Any,
                  init_rnn_state: Any) -> tuple[DistInfoStd, torch.Tensor, Any]:

@@ -1,0 +1,40 @@
+"""Every example script runs end to end with a tiny budget."""
+import importlib.util
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import run_dirs
+
+EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+HAS_MUJOCO = importlib.util.find_spec("mujoco") is not None
+
+CASES = {
+    "quickstart.py": ["--n_steps", "2048"],
+    "example_ppo_gym.py": ["--n_steps", "2048", "--log_interval_steps", "1024", "--seed", "1"],
+    "example_ppo_mujoco.py": ["--n_steps", "256", "--log_interval_steps", "128",
+                              "--batch_T", "64", "--batch_B", "2", "--seed", "1"],
+}
+
+
+def test_every_example_is_covered():
+    scripts = {f for f in os.listdir(EXAMPLES) if f.endswith(".py")}
+    assert scripts == set(CASES)
+
+
+@pytest.mark.parametrize("script", sorted(CASES))
+def test_example_runs(script, in_tmp_cwd):
+    if "mujoco" in script and not HAS_MUJOCO:
+        pytest.skip("mujoco extra not installed")
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.run([sys.executable, os.path.join(EXAMPLES, script), *CASES[script]],
+                          cwd=in_tmp_cwd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "Training complete." in proc.stdout
+    (run_dir,) = run_dirs(in_tmp_cwd)
+    for name in ("params.json", "progress.csv", "debug.log", "params.pkl"):
+        assert os.path.exists(os.path.join(run_dir, name)), name
+    if script == "quickstart.py":
+        assert f"Run directory: {run_dir}" in proc.stdout
