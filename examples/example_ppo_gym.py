@@ -27,7 +27,7 @@ def build_and_train(env_id="CartPole-v1", run_ID=0, cuda_idx=None, n_steps=150e3
         eval_max_steps=int(4 * 500),
         eval_max_trajectories=8,
     )
-    algo = PPO(learning_rate=1e-3, gae_lambda=0.95, ratio_clip=0.2, epochs=8,
+    algo = PPO(discount=0.98, learning_rate=1e-3, gae_lambda=0.95, ratio_clip=0.2, epochs=8,
                value_loss_coeff=0.5, entropy_loss_coeff=0., clip_grad_norm=10.,
                normalize_advantage=True)
     agent = CategoricalPgAgent(model_kwargs=dict(hidden_sizes=[64, 64]))

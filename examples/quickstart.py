@@ -28,8 +28,18 @@ def build_and_train(n_steps: float = 150e3, seed: int = 0, run_ID: int = 0) -> s
         eval_n_envs=4,
         eval_max_steps=4 * 500,  # One full-length episode per eval env.
     )
-    algo = PPO(discount=0.99, learning_rate=1e-3, gae_lambda=0.95, minibatches=4, epochs=4,
-               ratio_clip=0.2, value_loss_coeff=0.5, entropy_loss_coeff=0.0)
+    algo = PPO(
+        discount=0.98,
+        learning_rate=1e-3,  # Decays linearly to 0 over the run.
+        gae_lambda=0.95,
+        minibatches=4,
+        epochs=8,
+        ratio_clip=0.2,
+        value_loss_coeff=0.5,
+        entropy_loss_coeff=0.0,
+        clip_grad_norm=10.,
+        normalize_advantage=True,
+    )
     agent = CategoricalPgAgent()  # MLP policy and value heads for vector observations.
     runner = MinibatchRlEval(algo=algo, agent=agent, sampler=sampler, n_steps=n_steps,
                              log_interval_steps=10240, seed=seed,

@@ -35,8 +35,11 @@ class Categorical(DiscreteMixin, Distribution):
     def sample(self, dist_info: DistInfo) -> torch.Tensor:
         """One index per leading position: prob [*lead, dim] -> [*lead] of ``self.dtype``."""
         prob = dist_info.prob
-        flat = prob.reshape(-1, self.dim)
-        sample = torch.multinomial(flat, num_samples=1)
+        # Inverse-CDF sampling: the first index whose cumulative probability exceeds
+        # u ~ U[0, total). Several times faster than torch.multinomial for small batches.
+        cdf = prob.reshape(-1, self.dim).cumsum(dim=-1)
+        u = torch.rand(cdf.shape[0], 1, dtype=cdf.dtype, device=cdf.device) * cdf[:, -1:]
+        sample = torch.searchsorted(cdf, u, right=True).clamp_(max=self.dim - 1)
         return sample.reshape(prob.shape[:-1]).to(self.dtype)
 
     def entropy(self, dist_info: DistInfo) -> torch.Tensor:

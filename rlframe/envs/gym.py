@@ -69,6 +69,10 @@ class GymEnvWrapper(Env):
         schema.pop("timeout", None)
         schema["timeout"] = np.bool_(False)
         self._info_example: tuple = _build_example(schema, INFO_NAME)
+        # Steps without info (most envs) reuse one of two prebuilt infos: fields
+        # are immutable numpy scalars, so sharing them is safe.
+        self._empty_infos = tuple(info_to_nt({"timeout": t}, self._info_example)
+                                  for t in (False, True))
 
     def step(self, action: Any) -> EnvStep:
         """Step the gymnasium env.
@@ -84,10 +88,13 @@ class GymEnvWrapper(Env):
         obs, reward, terminated, truncated, info = self.env.step(
             self._action_space.revert(action))
         timeout = bool(truncated) and not bool(terminated)
-        dropped: list[str] = []
-        env_info = info_to_nt({**info, "timeout": timeout}, self._info_example, dropped)
-        if dropped:
-            self._warn_dropped(dropped)
+        if info:
+            dropped: list[str] = []
+            env_info = info_to_nt({**info, "timeout": timeout}, self._info_example, dropped)
+            if dropped:
+                self._warn_dropped(dropped)
+        else:
+            env_info = self._empty_infos[timeout]
         return EnvStep(self._observation_space.convert(obs), np.float32(reward),
                        bool(terminated or truncated), env_info)
 

@@ -46,12 +46,13 @@ class TrajInfo(AttrDict):
     def step(self, observation: Any, action: Any, reward: Any, done: Any,
              agent_info: Any, env_info: Any) -> None:
         """Account for one environment step."""
+        # Item access, not attributes: this runs once per env step.
         reward = float(reward)
-        self.Length += 1
-        self.Return += reward
-        self.NonzeroRewards += reward != 0
-        self.DiscountedReturn += self._cur_discount * reward
-        self._cur_discount *= self._discount
+        self["Length"] += 1
+        self["Return"] += reward
+        self["NonzeroRewards"] += reward != 0
+        self["DiscountedReturn"] += self["_cur_discount"] * reward
+        self["_cur_discount"] *= self._discount
 
     def terminate(self, observation: Any) -> "TrajInfo":
         """Finish the trajectory; returns itself for the completed list."""

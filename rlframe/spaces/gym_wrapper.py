@@ -23,6 +23,7 @@ SUPPORTED_SPACES = (gym_spaces.Box, gym_spaces.Discrete, gym_spaces.MultiBinary,
 
 
 @functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=4096)
 def to_identifier(key: Any) -> str:
     """A namedtuple field name for a dict key: ``"ale.lives"`` -> ``"ale_lives"``.
 

@@ -13,6 +13,7 @@ from collections import OrderedDict, namedtuple
 from typing import Any, Iterable, Iterator, Sequence
 
 RESERVED_NAMES = ("get", "items")
+_tuple_new = tuple.__new__
 
 # Classes are cached by (typename, fields, module) so that an instance pickled in
 # one process is rebuilt as an instance of the *same* class in another, even when
@@ -98,7 +99,8 @@ def namedarraytuple(typename: str, field_names: Sequence[str] | str,
 
     def __getitem__(self, loc):
         try:
-            return type(self)(*(None if s is None else s[loc] for s in self))
+            # tuple.__new__ skips namedtuple's argument handling (hot path).
+            return _tuple_new(type(self), [None if s is None else s[loc] for s in self])
         except IndexError as e:
             for j, s in enumerate(self):
                 if s is None:
