@@ -125,3 +125,31 @@ class DecorrelatingStartCollector(BaseCollector):
                 prev_reward[b] = r
         return AgentInputs(observation, prev_action, prev_reward), traj_infos
 
+
+
+def step_eval_envs(envs: Sequence[Any], agent: Any, TrajInfoCls: type, traj_infos: list,
+                   observation: Any, action: np.ndarray, reward: np.ndarray,
+                   agent_info: Any) -> list:
+    """Step every evaluation env once with ``action`` [B], updating inputs in place.
+
+    Envs whose trajectory ended are reset; the agent's state is reset where
+    ``done``, with a null action and zero reward as the next inputs.
+
+    Returns:
+        the TrajInfos completed on this step.
+    """
+    completed = []
+    for b, env in enumerate(envs):
+        o, r, d, env_info = env.step(action[b])
+        traj_infos[b].step(observation[b], action[b], r, d, agent_info[b], env_info)
+        if getattr(env_info, "traj_done", d):
+            completed.append(traj_infos[b].terminate(o))
+            traj_infos[b] = TrajInfoCls()
+            o = env.reset()
+        if d:
+            action[b] = 0
+            r = 0
+            agent.reset_one(idx=b)
+        observation[b] = o
+        reward[b] = r
+    return completed

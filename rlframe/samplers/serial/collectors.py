@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from rlframe.agents.base import AgentInputs
-from rlframe.samplers.collectors import reset_envs
+from rlframe.samplers.collectors import reset_envs, step_eval_envs
 from rlframe.utils.buffer import numpify_buffer, torchify_buffer
 from rlframe.utils.logging import logger
 
@@ -37,20 +37,9 @@ class SerialEvalCollector:
         self.agent.eval_mode(itr)
         for t in range(self.max_T):
             act_pyt, agent_info = self.agent.step(obs_pyt, act_pyt, rew_pyt)
-            action = numpify_buffer(act_pyt)
-            for b, env in enumerate(self.envs):
-                o, r, d, env_info = env.step(action[b])
-                traj_infos[b].step(observation[b], action[b], r, d, agent_info[b], env_info)
-                if getattr(env_info, "traj_done", d):
-                    completed_traj_infos.append(traj_infos[b].terminate(o))
-                    traj_infos[b] = self.TrajInfoCls()
-                    o = env.reset()
-                if d:
-                    action[b] = 0
-                    r = 0
-                    self.agent.reset_one(idx=b)
-                observation[b] = o
-                reward[b] = r
+            completed_traj_infos.extend(step_eval_envs(
+                self.envs, self.agent, self.TrajInfoCls, traj_infos, observation,
+                numpify_buffer(act_pyt), reward, agent_info))
             if (self.max_trajectories is not None
                     and len(completed_traj_infos) >= self.max_trajectories):
                 logger.log("Evaluation reached max num trajectories "

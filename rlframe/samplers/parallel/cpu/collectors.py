@@ -6,7 +6,8 @@ from typing import Any
 import numpy as np
 
 from rlframe.agents.base import AgentInputs
-from rlframe.samplers.collectors import BaseEvalCollector, DecorrelatingStartCollector, reset_envs
+from rlframe.samplers.collectors import (BaseEvalCollector, DecorrelatingStartCollector,
+                                        reset_envs, step_eval_envs)
 from rlframe.utils.buffer import buffer_from_example, numpify_buffer, torchify_buffer
 
 
@@ -147,20 +148,10 @@ class CpuEvalCollector(BaseEvalCollector):
         self.agent.eval_mode(itr)
         for _t in range(self.max_T):
             act_pyt, agent_info = self.agent.step(obs_pyt, act_pyt, rew_pyt)
-            action = numpify_buffer(act_pyt)
-            for b, env in enumerate(self.envs):
-                o, r, d, env_info = env.step(action[b])
-                traj_infos[b].step(observation[b], action[b], r, d, agent_info[b], env_info)
-                if getattr(env_info, "traj_done", d):
-                    self.traj_infos_queue.put(traj_infos[b].terminate(o))
-                    traj_infos[b] = self.TrajInfoCls()
-                    o = env.reset()
-                if d:
-                    action[b] = 0
-                    r = 0
-                    self.agent.reset_one(idx=b)
-                observation[b] = o
-                reward[b] = r
+            completed = step_eval_envs(self.envs, self.agent, self.TrajInfoCls, traj_infos,
+                                       observation, numpify_buffer(act_pyt), reward, agent_info)
+            for traj_info in completed:
+                self.traj_infos_queue.put(traj_info)
             if self.sync.stop_eval.value:
                 break
         self.traj_infos_queue.put(None)  # End sentinel.
