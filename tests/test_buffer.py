@@ -104,3 +104,23 @@ def test_misc_helpers():
     a = np.arange(10)[:, None] * 10 + np.arange(2)[None]
     seq = extract_sequences(a, T_idxs=[8, 1], B_idxs=[0, 1], T=3)
     assert seq.tolist() == [[80, 11], [90, 21], [0, 31]]  # wraps around in time
+
+
+def _child_write_views(buffers):
+    action, reward = buffers
+    action[1, 0] = 5  # a view starting one row into the shared array
+    reward[:, 1] = 2.5
+
+
+@pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
+def test_shared_views_are_shared_under_every_start_method(method):
+    all_action = np_mp_array((4, 2), np.int64)
+    all_reward = np_mp_array((4, 3), np.float32)
+    views = (all_action[1:], all_reward[:-1, :])
+    ctx = mp.get_context(method)
+    p = ctx.Process(target=_child_write_views, args=(views,))
+    p.start()
+    p.join(timeout=60)
+    assert p.exitcode == 0
+    assert all_action[2, 0] == 5 and all_action.sum() == 5
+    assert np.all(all_reward[:3, 1] == 2.5) and all_reward[3, 1] == 0

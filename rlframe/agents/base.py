@@ -84,8 +84,6 @@ class BaseAgent:
         if share_memory:
             self.model.share_memory()
             self.shared_model = self.model
-            self._send_count = mp.RawValue("l", 0)
-            self._rw_lock = RWLock()
         if self.initial_model_state_dict is not None:
             self.model.load_state_dict(strip_ddp_state_dict(self.initial_model_state_dict))
         self.env_spaces = env_spaces
@@ -182,20 +180,32 @@ class BaseAgent:
     def sync_shared_memory(self) -> None:
         """Copy the trained model into the shared-memory model samplers read."""
         if self.shared_model is not None and self.shared_model is not self.model:
-            self.shared_model.load_state_dict(self.state_dict())
+            # The model's own parameters: subclasses' state_dict() may hold more (targets).
+            self.shared_model.load_state_dict(strip_ddp_state_dict(self.model.state_dict()))
+
+    def make_async_handles(self, ctx: Any = None) -> None:
+        """Create the lock and counter of asynchronous parameter hand-over.
+
+        Called by asynchronous samplers before their processes start, with the
+        multiprocessing context those processes use.
+        """
+        ctx = mp.get_context() if ctx is None else ctx
+        self._send_count = ctx.RawValue("l", 0)
+        self._rw_lock = RWLock(ctx=ctx)
 
     def send_shared_memory(self) -> None:
         """Optimizer side of asynchronous mode: publish new parameters."""
-        if self.shared_model is None:
+        if self.shared_model is None or self._send_count is None:
             return
         with self._rw_lock.write_lock:
             if self.shared_model is not self.model:
-                self.shared_model.load_state_dict(self.state_dict())
+                self.shared_model.load_state_dict(strip_ddp_state_dict(self.model.state_dict()))
             self._send_count.value += 1
 
     def recv_shared_memory(self) -> None:
         """Sampler side of asynchronous mode: take parameters if new ones were sent."""
-        if self.shared_model is None or self.shared_model is self.model:
+        if (self.shared_model is None or self.shared_model is self.model
+                or self._send_count is None):
             return
         if self._send_count.value > self._recv_count:
             with self._rw_lock:

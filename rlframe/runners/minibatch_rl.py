@@ -1,6 +1,8 @@
 """Single-process training runners: sample a batch, optimize, log, repeat."""
 from __future__ import annotations
 
+import signal
+import threading
 import time
 from collections import deque
 from typing import Any
@@ -13,6 +15,10 @@ from rlframe.utils.launching.affinity import check_affinity, set_cpu_affinity, s
 from rlframe.utils.logging import logger
 from rlframe.utils.prog_bar import ProgBarCounter
 from rlframe.utils.seed import make_seed, set_seed
+
+
+def _raise_system_exit(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
 
 
 class MinibatchRlBase(BaseRunner):
@@ -57,6 +63,8 @@ class MinibatchRlBase(BaseRunner):
 
     def startup(self) -> int:
         """Pin the process, seed, initialize sampler, agent and algo; returns n_itr."""
+        self._completed = False
+        self._install_sigterm_handler()
         p = psutil.Process()
         if self.affinity.get("master_cpus") is not None and self.affinity.get("set_affinity", True):
             set_cpu_affinity(self.affinity["master_cpus"])
@@ -110,9 +118,27 @@ class MinibatchRlBase(BaseRunner):
         self.pbar: ProgBarCounter | None = None
 
     def shutdown(self) -> None:
-        logger.log("Training complete.")
+        """Stop the progress bar and the sampler (also after errors and Ctrl-C)."""
+        if getattr(self, "_completed", False):
+            logger.log("Training complete.")
+        else:
+            logger.log("Training stopped early; shutting down.")
         self._stop_pbar()
-        self.sampler.shutdown()
+        try:
+            self.sampler.shutdown()
+        finally:
+            self._restore_sigterm_handler()
+
+    def _install_sigterm_handler(self) -> None:
+        """Turn SIGTERM into SystemExit so that shutdown() runs and stops workers."""
+        self._prev_sigterm = None
+        if threading.current_thread() is threading.main_thread():
+            self._prev_sigterm = signal.signal(signal.SIGTERM, _raise_system_exit)
+
+    def _restore_sigterm_handler(self) -> None:
+        if getattr(self, "_prev_sigterm", None) is not None:
+            signal.signal(signal.SIGTERM, self._prev_sigterm)
+            self._prev_sigterm = None
 
     def get_itr_snapshot(self, itr: int) -> dict:
         """Snapshot of tensors, numbers and dicts (loads with ``weights_only=True``)."""
@@ -210,8 +236,8 @@ class MinibatchRl(MinibatchRlBase):
 
     def train(self) -> None:
         """Run ``n_itr`` iterations of sample → optimize, logging every interval."""
-        n_itr = self.startup()
         try:
+            n_itr = self.startup()
             for itr in range(n_itr):
                 logger.set_iteration(itr)
                 with logger.prefix(f"itr #{itr} "):
@@ -222,6 +248,7 @@ class MinibatchRl(MinibatchRlBase):
                     self.store_diagnostics(itr, traj_infos, opt_info)
                     if (itr + 1) % self.log_interval_itrs == 0:
                         self.log_diagnostics(itr)
+            self._completed = True
         finally:
             self.shutdown()
 
@@ -253,8 +280,8 @@ class MinibatchRlEval(MinibatchRlBase):
 
     def train(self) -> None:
         """Evaluate, then run ``n_itr`` iterations, evaluating at every log interval."""
-        n_itr = self.startup()
         try:
+            n_itr = self.startup()
             with logger.prefix("itr #0 "):
                 eval_traj_infos, eval_time = self.evaluate_agent(0)
                 self.log_diagnostics(0, eval_traj_infos, eval_time)
@@ -269,6 +296,7 @@ class MinibatchRlEval(MinibatchRlBase):
                     if (itr + 1) % self.log_interval_itrs == 0:
                         eval_traj_infos, eval_time = self.evaluate_agent(itr)
                         self.log_diagnostics(itr, eval_traj_infos, eval_time)
+            self._completed = True
         finally:
             self.shutdown()
 

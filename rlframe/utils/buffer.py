@@ -5,6 +5,7 @@ Every function here recurses through (named)tuples and keeps their structure;
 """
 from __future__ import annotations
 
+import ctypes
 import multiprocessing as mp
 from typing import Any, Callable, Sequence
 
@@ -59,36 +60,38 @@ def build_array(example: Any, leading_dims: int | Sequence[int],
     return np.zeros(shape, dtype=a.dtype)
 
 
-def _rebuild_shared_array(raw: Any, shape: tuple, dtype: str) -> "SharedNdarray":
-    return SharedNdarray._from_raw(raw, shape, np.dtype(dtype))
+def _rebuild_shared_array(raw: Any, dtype: str, shape: tuple, strides: tuple,
+                          offset: int) -> "SharedNdarray":
+    arr = np.ndarray(shape, dtype=np.dtype(dtype), buffer=raw, offset=offset,
+                     strides=strides).view(SharedNdarray)
+    arr._raw = raw
+    return arr
 
 
 class SharedNdarray(np.ndarray):
-    """A numpy array on ``multiprocessing`` shared memory.
+    """A numpy array (or a view of one) on ``multiprocessing`` shared memory.
 
-    Forked children share it directly. When pickled to a spawned or
-    forkserver child (as a Process argument), the underlying ``RawArray`` is
-    handed over instead of a copy, so the child writes the same memory.
-    Views and slices are plain ndarrays.
+    Forked children share it directly. When pickled to a spawned or forkserver
+    child (as a Process argument), the underlying ``RawArray`` is handed over
+    together with the view's offset and strides, so the child writes the same
+    memory, e.g. ``samples.agent.action`` (a view of the [T + 1, B] array).
     """
 
     _raw: Any = None
 
-    @classmethod
-    def _from_raw(cls, raw: Any, shape: tuple, dtype: np.dtype) -> "SharedNdarray":
-        flat = np.frombuffer(raw, dtype=dtype, count=int(np.prod(shape)))
-        arr = flat.reshape(shape).view(cls)
-        arr._raw = raw
-        return arr
-
     def __array_finalize__(self, obj):
-        # Only the original allocation keeps the RawArray: views pickle by value.
-        self._raw = None
+        # Views and slices keep a reference to the shared RawArray they live in.
+        self._raw = getattr(obj, "_raw", None)
 
     def __reduce__(self):
-        if self._raw is not None:
-            return (_rebuild_shared_array, (self._raw, self.shape, self.dtype.str))
-        return np.asarray(self).__reduce__()
+        raw = self._raw
+        # Shared memory travels only to a child being started; pickles made for
+        # anything else (files, queues) hold a copy of the values.
+        if raw is None or mp.context.get_spawning_popen() is None:
+            return np.asarray(self).__reduce__()
+        offset = self.__array_interface__["data"][0] - ctypes.addressof(raw)
+        return (_rebuild_shared_array,
+                (raw, self.dtype.str, self.shape, self.strides, offset))
 
 
 def np_mp_array(shape: int | Sequence[int], dtype: Any) -> np.ndarray:
@@ -101,7 +104,7 @@ def np_mp_array(shape: int | Sequence[int], dtype: Any) -> np.ndarray:
     dtype = np.dtype(dtype)
     size = max(int(np.prod(shape)), 1) * dtype.itemsize
     raw = mp.RawArray("b", size)  # zero-initialised
-    return SharedNdarray._from_raw(raw, shape, dtype)
+    return _rebuild_shared_array(raw, dtype.str, shape, None, 0)
 
 
 def torchify_buffer(buffer_: Any) -> Any:

@@ -1,0 +1,333 @@
+"""Parallel samplers: worker processes step slices of the batch's envs.
+
+The master allocates the ``[T, B]`` sample buffer on shared memory; worker
+``w`` writes columns ``w * B_w : (w + 1) * B_w`` in place. Each iteration the
+master releases every worker's ``step_in`` semaphore and collects one
+``step_out`` release per worker. While waiting it polls the workers, so a
+crashed worker surfaces as a :class:`WorkerError` carrying its traceback
+within a second, and every process is stopped on shutdown, on errors and on
+Ctrl-C.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import queue
+import time
+from typing import Any
+
+import numpy as np
+
+from rlframe.samplers.base import BaseSampler
+from rlframe.samplers.buffer import build_samples_buffer
+from rlframe.samplers.parallel.worker import POLL_S, sampling_process
+from rlframe.utils.collections import AttrDict
+from rlframe.utils.launching.affinity import check_workers_cpus
+from rlframe.utils.logging import logger
+from rlframe.utils.synchronize import drain_queue
+
+JOIN_TIMEOUT_S = 5.
+
+
+class WorkerError(RuntimeError):
+    """A sampler worker process failed; the message holds its traceback."""
+
+
+class ParallelSamplerBase(BaseSampler):
+    """Common machinery of CpuSampler and the GPU-style samplers.
+
+    Extra keyword argument (beyond :class:`BaseSampler`):
+        start_method: multiprocessing start method for workers ("fork",
+            "forkserver" or "spawn"; None: the multiprocessing default). With
+            "spawn"/"forkserver", ``EnvCls`` and the agent must be picklable
+            (module-level classes and functions).
+    """
+
+    gpu: bool = False
+
+    def __init__(self, *args: Any, start_method: str | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        allowed = mp.get_all_start_methods()
+        if start_method is not None and start_method not in allowed:
+            raise ValueError(f"start_method must be one of {allowed} or None, got "
+                             f"{start_method!r}.")
+        self.start_method = start_method
+        self.workers: list = []
+        self.ctrl: AttrDict | None = None
+
+    def initialize(self, agent: Any, affinity: dict | None = None, seed: int | None = None,
+                   bootstrap_value: bool = False, traj_info_kwargs: dict | None = None,
+                   world_size: int = 1, rank: int = 0, worker_process: Any = None) -> dict:
+        """Build the shared buffers, start the workers and wait until they are ready.
+
+        Args:
+            agent: the agent; CpuSampler workers act with a shared-memory copy.
+            affinity: needs ``workers_cpus`` (one entry per worker: an int or a
+                tuple of ints); optional ``worker_torch_threads`` (default 1),
+                ``set_affinity`` (default True).
+            seed: env ``b`` of the batch is seeded ``seed + b`` (as in SerialSampler);
+                worker ``w`` seeds its RNGs with ``seed + w``.
+            bootstrap_value, traj_info_kwargs, world_size, rank: as SerialSampler.
+
+        Returns:
+            examples dict (one step's outputs).
+        """
+        affinity = {} if affinity is None else affinity
+        workers_cpus = check_workers_cpus(affinity, alternating=self.alternating)
+        n_worker = len(workers_cpus)
+        B = self.batch_spec.B
+        if B % n_worker != 0 or B < n_worker:
+            raise ValueError(
+                f"batch_B={B} must be a multiple of the number of workers "
+                f"(len(affinity['workers_cpus'])={n_worker}"
+                + (", two groups of alternating workers" if self.alternating else "") + ").")
+        self.n_worker = n_worker
+        self.B_per_worker = B // n_worker
+        seed = int(np.random.randint(2 ** 31)) if seed is None else seed
+        self.seed = seed
+        self.world_size, self.rank = world_size, rank
+        self.global_B = B * world_size
+        env_rank_offset = rank * B
+        self.ctx = mp.get_context(self.start_method)
+        self.master_pid = os.getpid()
+
+        env = self.make_env()
+        env_spaces = env.spaces
+        self._agent_init(agent, env_spaces, global_B=self.global_B,
+                         env_ranks=list(range(env_rank_offset, env_rank_offset + B)))
+        samples_pyt, samples_np, examples = build_samples_buffer(
+            agent, env, self.batch_spec, bootstrap_value, agent_shared=True, env_shared=True,
+            subprocess=False)
+        env.close()
+        if traj_info_kwargs:
+            for k, v in traj_info_kwargs.items():
+                setattr(self.TrajInfoCls, "_" + k, v)
+        self.agent = agent
+        self.samples_pyt, self.samples_np = samples_pyt, samples_np
+        self.examples = examples
+
+        self.eval_n_envs_per = 0
+        if self.eval_n_envs > 0:
+            self.eval_n_envs_per = max(1, self.eval_n_envs // n_worker)
+            eval_n_envs = self.eval_n_envs_per * n_worker
+            if eval_n_envs != self.eval_n_envs:
+                logger.log(f"Total parallel evaluation envs: {eval_n_envs} "
+                           f"({self.eval_n_envs_per} per worker).")
+            self.eval_max_T = max(1, self.eval_max_steps // eval_n_envs)
+
+        self.ctrl = AttrDict(
+            quit=self.ctx.RawValue("b", False),
+            do_eval=self.ctx.RawValue("b", False),
+            itr=self.ctx.RawValue("l", 0),
+            step_in=[self.ctx.Semaphore(0) for _ in range(n_worker)],
+            step_out=self.ctx.Semaphore(0),
+            # Completed trajectories each worker queued in the last batch: the queue's
+            # feeder thread may still be flushing them when the worker reports done.
+            n_completed=self.ctx.RawArray("l", n_worker),
+        )
+        self.traj_infos_queue = self.ctx.Queue()
+        self.eval_traj_infos_queue = self.ctx.Queue()
+        self.error_queue = self.ctx.Queue()
+        self.sync = AttrDict(stop_eval=self.ctx.RawValue("b", False))
+        self._build_parallel_ctrl(n_worker)
+
+        common_kwargs = self._assemble_common_kwargs(affinity, traj_info_kwargs)
+        workers_kwargs = self._assemble_workers_kwargs(affinity, workers_cpus, seed,
+                                                       env_rank_offset)
+        target = sampling_process if worker_process is None else worker_process
+        self.workers = [self.ctx.Process(target=target, kwargs=dict(
+            common_kwargs=common_kwargs, worker_kwargs=w_kwargs), daemon=True)
+            for w_kwargs in workers_kwargs]
+        try:
+            for w in self.workers:
+                w.start()
+            self.wait_workers()  # Workers built envs and decorrelated them.
+        except BaseException:
+            self.shutdown()
+            raise
+        logger.log(f"{type(self).__name__} initialized: {n_worker} workers, "
+                   f"{self.B_per_worker} envs each.")
+        return examples
+
+    def _agent_init(self, agent: Any, env_spaces: Any, global_B: int, env_ranks: list) -> None:
+        agent.initialize(env_spaces, share_memory=not self.gpu, global_B=global_B,
+                         env_ranks=env_ranks)
+
+    def _build_parallel_ctrl(self, n_worker: int) -> None:
+        """Extra control objects (GPU-style samplers add per-step semaphores)."""
+
+    def _assemble_common_kwargs(self, affinity: dict, traj_info_kwargs: dict | None) -> dict:
+        return dict(
+            EnvCls=self.EnvCls,
+            env_kwargs=self.env_kwargs,
+            agent=None if self.gpu else self.agent,
+            batch_T=self.batch_spec.T,
+            CollectorCls=self.CollectorCls,
+            TrajInfoCls=self.TrajInfoCls,
+            traj_info_kwargs=traj_info_kwargs,
+            traj_infos_queue=self.traj_infos_queue,
+            eval_traj_infos_queue=self.eval_traj_infos_queue,
+            error_queue=self.error_queue,
+            ctrl=self.ctrl,
+            max_decorrelation_steps=self.max_decorrelation_steps,
+            torch_threads=affinity.get("worker_torch_threads", 1),
+            global_B=self.global_B,
+            eval_n_envs=self.eval_n_envs_per,
+            eval_CollectorCls=self.eval_CollectorCls,
+            eval_env_kwargs=self.eval_env_kwargs,
+            eval_max_T=getattr(self, "eval_max_T", 0),
+            master_pid=self.master_pid,
+        )
+
+    def _assemble_workers_kwargs(self, affinity: dict, workers_cpus: list, seed: int,
+                                 env_rank_offset: int) -> list:
+        set_affinity = affinity.get("set_affinity", True)
+        workers_kwargs = []
+        for w in range(self.n_worker):
+            slice_B = slice(w * self.B_per_worker, (w + 1) * self.B_per_worker)
+            env_ranks = list(range(env_rank_offset + slice_B.start,
+                                   env_rank_offset + slice_B.stop))
+            workers_kwargs.append(dict(
+                rank=w,
+                seed=seed + w,
+                env_seed=seed + slice_B.start,
+                eval_env_seed=seed + w * self.eval_n_envs_per,
+                cpus=workers_cpus[w] if set_affinity else None,
+                n_envs=self.B_per_worker,
+                env_ranks=env_ranks,
+                samples_np=self.samples_np[:, slice_B],
+                sync=self.sync,
+                **self._worker_extra_kwargs(w, slice_B),
+            ))
+        return workers_kwargs
+
+    def _worker_extra_kwargs(self, w: int, slice_B: slice) -> dict:
+        return {}
+
+    # ---- master-side synchronization ------------------------------------------------
+
+    def check_workers(self) -> None:
+        """Raise WorkerError if a worker reported an error or died."""
+        try:
+            rank, tb = self.error_queue.get_nowait()
+        except queue.Empty:
+            dead = [(i, w.exitcode) for i, w in enumerate(self.workers)
+                    if w.exitcode is not None]
+            if not dead:
+                return
+            rank, code = dead[0]
+            tb = f"(no traceback: the process exited with code {code})"
+        self.shutdown()
+        raise WorkerError(f"Sampler worker {rank} failed:\n{tb}")
+
+    def acquire(self, semaphore: Any) -> None:
+        """Acquire ``semaphore`` while polling the workers' health."""
+        while not semaphore.acquire(timeout=POLL_S):
+            self.check_workers()
+        if not self.error_queue.empty():
+            self.check_workers()
+
+    def wait_workers(self) -> None:
+        """Wait until every worker released ``step_out`` once."""
+        for _ in range(self.n_worker):
+            self.acquire(self.ctrl.step_out)
+
+    def release_workers(self) -> None:
+        for step_in in self.ctrl.step_in:
+            step_in.release()
+
+    # ---- sampling --------------------------------------------------------------------
+
+    def obtain_samples(self, itr: int) -> tuple[Any, list]:
+        """Run one batch in the workers; returns ``(samples [T, B], completed TrajInfos)``."""
+        self.ctrl.itr.value = itr
+        self.release_workers()
+        self.serve_actions(itr)
+        self.wait_workers()
+        return self.samples_pyt, self._get_traj_infos(sum(self.ctrl.n_completed))
+
+    def _get_traj_infos(self, n: int) -> list:
+        """Take exactly ``n`` TrajInfos off the training queue."""
+        traj_infos = []
+        while len(traj_infos) < n:
+            try:
+                traj_infos.append(self.traj_infos_queue.get(timeout=POLL_S))
+            except queue.Empty:
+                self.check_workers()
+        return traj_infos
+
+    def serve_actions(self, itr: int) -> None:
+        """GPU-style samplers select actions here while workers step envs."""
+
+    def evaluate_agent(self, itr: int) -> list:
+        """Run evaluation in the workers; returns completed eval TrajInfos.
+
+        With ``eval_max_trajectories``, workers are told to stop once that many
+        trajectories arrived; each worker ends its report with a ``None``.
+        """
+        self.ctrl.itr.value = itr
+        self.ctrl.do_eval.value = True
+        self.sync.stop_eval.value = False
+        self._eval_traj_infos, self._eval_sentinels = [], 0
+        self.release_workers()
+        self.serve_actions_evaluation(itr)
+        while self._eval_sentinels < self.n_worker:
+            self.poll_eval_queue(timeout=POLL_S)
+        self.wait_workers()
+        self.ctrl.do_eval.value = False
+        return self._eval_traj_infos
+
+    def poll_eval_queue(self, timeout: float | None = None) -> None:
+        """Move finished eval TrajInfos off the queue (waiting up to ``timeout``)."""
+        try:
+            while True:
+                info = self.eval_traj_infos_queue.get(timeout=timeout) if timeout \
+                    else self.eval_traj_infos_queue.get_nowait()
+                timeout = None
+                if info is None:
+                    self._eval_sentinels += 1
+                    continue
+                self._eval_traj_infos.append(info)
+                if (self.eval_max_trajectories is not None
+                        and len(self._eval_traj_infos) >= self.eval_max_trajectories):
+                    self.sync.stop_eval.value = True
+        except queue.Empty:
+            self.check_workers()
+
+    def serve_actions_evaluation(self, itr: int) -> None:
+        """GPU-style samplers select eval actions here."""
+
+    def shutdown(self) -> None:
+        """Stop every worker (politely, then by force) and free control objects."""
+        if not self.workers:
+            return
+        if self.ctrl is not None:
+            self.ctrl.quit.value = True
+            self.release_workers()
+            self._release_extra()
+        deadline = time.time() + JOIN_TIMEOUT_S
+        for w in self.workers:
+            # Keep queues drained: a child blocked flushing a queue cannot exit.
+            while w.is_alive() and time.time() < deadline:
+                for q in (self.traj_infos_queue, self.eval_traj_infos_queue, self.error_queue):
+                    drain_queue(q)
+                w.join(timeout=0.05)
+        for w in self.workers:
+            if w.is_alive():
+                w.terminate()
+                w.join(timeout=1.)
+            if w.is_alive():
+                w.kill()
+                w.join()
+            w.close()
+        self.workers = []
+        for q in (self.traj_infos_queue, self.eval_traj_infos_queue, self.error_queue):
+            q.close()
+            q.join_thread()
+        # Drop the control objects: named semaphores (spawn/forkserver) are unlinked
+        # when collected.
+        self.ctrl = self.sync = None
+        logger.log(f"{type(self).__name__} shut down.")
+
+    def _release_extra(self) -> None:
+        """GPU-style samplers unblock workers waiting for actions."""

@@ -1,0 +1,46 @@
+"""Alternating samplers: two worker groups take turns, so that the master's action
+selection for one half of the envs overlaps env stepping in the other half."""
+from __future__ import annotations
+
+from typing import Any
+
+from rlframe.agents.base import AgentInputs
+from rlframe.samplers.parallel.gpu.action_server import (AlternatingActionServer,
+                                                        NoOverlapAlternatingActionServer)
+from rlframe.samplers.parallel.gpu.sampler import GpuSamplerBase
+
+
+class AlternatingSamplerBase(GpuSamplerBase):
+    """Splits workers (and envs) into two halves served in turn.
+
+    Needs an even number of workers (``affinity['workers_cpus']``, usually made
+    with ``make_affinity(..., alternating=True)``, which lists each core twice)
+    and ``batch_B`` divisible by it. Recurrent agents must be alternating
+    (``AlternatingRecurrentAgentMixin``), keeping one RNN state per half.
+    """
+
+    alternating = True
+
+    def initialize(self, agent: Any, *args: Any, **kwargs: Any) -> dict:
+        if agent.recurrent and not agent.alternating:
+            raise TypeError(f"{type(self).__name__} needs an alternating recurrent agent "
+                            f"(e.g. AlternatingRecurrentCategoricalPgAgent); got "
+                            f"{type(agent).__name__}.")
+        return super().initialize(agent, *args, **kwargs)
+
+    def _build_parallel_ctrl(self, n_worker: int) -> None:
+        super()._build_parallel_ctrl(n_worker)
+        half_w, half_B = n_worker // 2, self.batch_spec.B // 2
+        self.worker_groups = (list(range(half_w)), list(range(half_w, n_worker)))
+        halves = (slice(0, half_B), slice(half_B, None))
+        self.step_buffer_halves = tuple(self.step_buffer_np[h] for h in halves)
+        self.agent_inputs_halves = tuple(AgentInputs(*(x[h] for x in self.agent_inputs))
+                                         for h in halves)
+
+
+class AlternatingSampler(AlternatingActionServer, AlternatingSamplerBase):
+    """Alternating GPU-style sampler (defaults: GpuResetCollector, GpuEvalCollector)."""
+
+
+class NoOverlapAlternatingSampler(NoOverlapAlternatingActionServer, AlternatingSamplerBase):
+    """Alternating sampler in which action selection never overlaps env stepping."""

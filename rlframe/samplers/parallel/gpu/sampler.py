@@ -1,0 +1,84 @@
+"""GPU-style sampler: workers step envs, the master selects all actions at once."""
+from __future__ import annotations
+
+from typing import Any
+
+from rlframe.agents.base import AgentInputs
+from rlframe.samplers.parallel.base import ParallelSamplerBase
+from rlframe.samplers.parallel.gpu.action_server import ActionServer
+from rlframe.samplers.parallel.gpu.collectors import GpuEvalCollector, GpuResetCollector
+from rlframe.utils.buffer import buffer_from_example, torchify_buffer
+from rlframe.utils.collections import namedarraytuple
+
+StepBuffer = namedarraytuple("StepBuffer",
+                             ["observation", "action", "reward", "done", "agent_info"])
+
+
+def build_step_buffer(examples: dict, B: int) -> tuple[StepBuffer, StepBuffer]:
+    """Shared [B] buffer of one step's env and agent values.
+
+    Returns:
+        ``(step_buffer_pyt, step_buffer_np)``, torch and numpy views of it.
+    """
+    step_bufs = {k: buffer_from_example(examples[k], B, share_memory=True)
+                 for k in ["observation", "action", "reward", "done", "agent_info"]}
+    step_buffer_np = StepBuffer(**step_bufs)
+    return torchify_buffer(step_buffer_np), step_buffer_np
+
+
+class GpuSamplerBase(ParallelSamplerBase):
+    """Workers step envs; the master acts on the whole batch (ActionServer).
+
+    The agent lives only in the master (``share_memory=False``), so it can sit
+    on a GPU and run one batched forward pass per time step.
+    """
+
+    gpu = True
+
+    def __init__(self, *args: Any, CollectorCls: type = GpuResetCollector,
+                 eval_CollectorCls: type = GpuEvalCollector, **kwargs: Any):
+        super().__init__(*args, CollectorCls=CollectorCls,
+                         eval_CollectorCls=eval_CollectorCls, **kwargs)
+
+    def _build_parallel_ctrl(self, n_worker: int) -> None:
+        self.step_buffer_pyt, self.step_buffer_np = build_step_buffer(
+            self.examples, self.batch_spec.B)
+        self.agent_inputs = AgentInputs(self.step_buffer_pyt.observation,
+                                        self.step_buffer_pyt.action,
+                                        self.step_buffer_pyt.reward)
+        if self.eval_n_envs > 0:
+            eval_B = self.eval_n_envs_per * n_worker
+            self.eval_step_buffer_pyt, self.eval_step_buffer_np = build_step_buffer(
+                self.examples, eval_B)
+            self.eval_agent_inputs = AgentInputs(self.eval_step_buffer_pyt.observation,
+                                                 self.eval_step_buffer_pyt.action,
+                                                 self.eval_step_buffer_pyt.reward)
+        self.sync.obs_ready = [self.ctx.Semaphore(0) for _ in range(n_worker)]
+        self.sync.act_ready = [self.ctx.Semaphore(0) for _ in range(n_worker)]
+        self.sync.eval_obs_ready = [self.ctx.Semaphore(0) for _ in range(n_worker)]
+        self.sync.eval_act_ready = [self.ctx.Semaphore(0) for _ in range(n_worker)]
+        self.sync.master_pid = self.master_pid
+
+    def _worker_extra_kwargs(self, w: int, slice_B: slice) -> dict:
+        extra = dict(step_buffer_np=self.step_buffer_np[slice_B])
+        if self.eval_n_envs > 0:
+            n = self.eval_n_envs_per
+            extra["eval_step_buffer_np"] = self.eval_step_buffer_np[w * n:(w + 1) * n]
+        return extra
+
+    def obtain_samples(self, itr: int) -> tuple[Any, list]:
+        self.agent.sample_mode(itr)
+        return super().obtain_samples(itr)
+
+    def evaluate_agent(self, itr: int) -> list:
+        self.agent.eval_mode(itr)
+        return super().evaluate_agent(itr)
+
+    def _release_extra(self) -> None:
+        for sems in (self.sync.act_ready, self.sync.eval_act_ready):
+            for sem in sems:
+                sem.release()
+
+
+class GpuSampler(ActionServer, GpuSamplerBase):
+    """GPU-style parallel sampler (defaults: GpuResetCollector, GpuEvalCollector)."""
