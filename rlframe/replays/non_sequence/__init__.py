@@ -1,0 +1,1 @@
+"""Replay buffers that sample single time steps (DQN, DDPG, TD3, SAC)."""
