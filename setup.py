@@ -1,12 +1,13 @@
 from setuptools import find_packages, setup
 
 extras = {
-    "test": ["pytest>=7", "pytest-timeout>=2"],
     "atari": ["atari-py"],
     "mujoco": ["mujoco>=2.3.3", "imageio>=2.14"],
     "tensorboard": ["tensorboard>=2.10"],
     "plots": ["matplotlib>=3.5"],
 }
+# The test suite covers the MuJoCo examples and TensorBoard logging too.
+extras["test"] = ["pytest>=7", "pytest-timeout>=2"] + extras["mujoco"] + extras["tensorboard"]
 extras["all"] = sorted({req for name, reqs in extras.items() if name != "atari" for req in reqs})
 
 setup(

@@ -133,6 +133,7 @@ def test_context_rejects_bad_snapshot_mode_before_creating_anything(in_tmp):
 
 
 def test_summary_writer_writes_events(in_tmp):
+    pytest.importorskip("tensorboard", reason="tensorboard extra not installed")
     with logger_context("tb", 0, "n", use_summary_writer=True) as run_dir:
         assert logger.get_tf_summary_writer() is not None
         logger.set_iteration(5)
