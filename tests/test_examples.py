@@ -14,6 +14,8 @@ HAS_MUJOCO = importlib.util.find_spec("mujoco") is not None
 CASES = {
     "quickstart.py": ["--n_steps", "2048"],
     "example_ppo_gym.py": ["--n_steps", "2048", "--log_interval_steps", "1024", "--seed", "1"],
+    "example_parallel_ppo.py": ["--sample_mode", "cpu", "--n_parallel", "2", "--n_steps", "2048",
+                                "--log_interval_steps", "1024", "--seed", "1"],
     "example_ppo_mujoco.py": ["--n_steps", "256", "--log_interval_steps", "128",
                               "--batch_T", "64", "--batch_B", "2", "--seed", "1"],
 }

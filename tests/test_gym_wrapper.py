@@ -244,3 +244,21 @@ def test_seed_reproducibility():
     np.testing.assert_array_equal(act_a, act_b)
     np.testing.assert_array_equal(obs_a, obs_b)
     assert obs_a.shape != obs_c.shape or not np.array_equal(obs_a, obs_c)
+
+
+def test_fast_info_path_matches_general_conversion():
+    from rlframe.envs.gym import _FlatInfoConverter, build_info_tuples, info_to_nt
+    example = build_info_tuples({"x_position": 0.5, "lives": 3, "flag": True,
+                                 "timeout": False})
+    fast = _FlatInfoConverter(example)
+    for info in [{"x_position": 1.25, "lives": np.int32(2), "flag": False},
+                 {"lives": 7.9},  # missing keys -> zeros; value cast to the schema dtype
+                 {"flag": 2, "x_position": np.float64(3.5)}]:
+        for timeout in (False, True):
+            got = fast.convert(info, timeout)
+            want = info_to_nt({**info, "timeout": timeout}, example)
+            assert type(got) is type(want)
+            for g, w in zip(got, want):
+                assert g == w and np.asarray(g).dtype == np.asarray(w).dtype
+    assert fast.convert({"unknown": 1.0}, False) is None  # falls back (and warns there)
+    assert fast.convert({"lives": np.zeros(3)}, False) is None

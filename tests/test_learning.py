@@ -10,19 +10,23 @@ from rlframe.algos.pg.a2c import A2C
 from rlframe.algos.pg.ppo import PPO
 from rlframe.envs.gym import make as gym_make
 from rlframe.runners.minibatch_rl import MinibatchRlEval
+from rlframe.samplers.parallel.cpu.sampler import CpuSampler
+from rlframe.samplers.parallel.gpu.alternating_sampler import AlternatingSampler
+from rlframe.samplers.parallel.gpu.sampler import GpuSampler
 from rlframe.samplers.serial.sampler import SerialSampler
 from rlframe.utils.logging import logger
 from rlframe.utils.logging.context import logger_context
 
 
-def train_and_read_returns(algo, batch_T, batch_B, n_steps, log_interval_steps, seed=0):
-    sampler = SerialSampler(EnvCls=gym_make, env_kwargs=dict(id="CartPole-v1"),
-                            eval_env_kwargs=dict(id="CartPole-v1"), batch_T=batch_T,
-                            batch_B=batch_B, max_decorrelation_steps=0, eval_n_envs=4,
-                            eval_max_steps=2000)
+def train_and_read_returns(algo, batch_T, batch_B, n_steps, log_interval_steps, seed=0,
+                           SamplerCls=SerialSampler, affinity=None):
+    sampler = SamplerCls(EnvCls=gym_make, env_kwargs=dict(id="CartPole-v1"),
+                         eval_env_kwargs=dict(id="CartPole-v1"), batch_T=batch_T,
+                         batch_B=batch_B, max_decorrelation_steps=0, eval_n_envs=4,
+                         eval_max_steps=2000)
     runner = MinibatchRlEval(algo=algo, agent=CategoricalPgAgent(), sampler=sampler,
                              n_steps=n_steps, log_interval_steps=log_interval_steps, seed=seed,
-                             affinity=dict(master_torch_threads=1))
+                             affinity=dict(master_torch_threads=1, **(affinity or {})))
     n_threads = torch.get_num_threads()
     try:
         with logger_context("learning", 0, "learning", {}, snapshot_mode="none"):
@@ -35,12 +39,15 @@ def train_and_read_returns(algo, batch_T, batch_B, n_steps, log_interval_steps, 
     return [float(r["ReturnAverage"]) for r in rows], [int(r["Diagnostics/CumSteps"]) for r in rows]
 
 
-@pytest.mark.timeout(300)
-def test_ppo_cartpole_reaches_475(in_tmp_cwd):
-    algo = PPO(discount=0.98, learning_rate=1e-3, gae_lambda=0.95, minibatches=4, epochs=8,
+def cartpole_ppo():
+    return PPO(discount=0.98, learning_rate=1e-3, gae_lambda=0.95, minibatches=4, epochs=8,
                ratio_clip=0.2, value_loss_coeff=0.5, entropy_loss_coeff=0.,
                clip_grad_norm=10., normalize_advantage=True)
-    returns, steps = train_and_read_returns(algo, 128, 8, 150e3, 10240)
+
+
+@pytest.mark.timeout(300)
+def test_ppo_cartpole_reaches_475(in_tmp_cwd):
+    returns, steps = train_and_read_returns(cartpole_ppo(), 128, 8, 150e3, 10240)
     assert returns[0] < 100  # untrained policy
     assert steps[-1] <= 150e3 + 10240
     assert max(returns) >= 475, returns
@@ -54,3 +61,23 @@ def test_a2c_cartpole_reaches_400(in_tmp_cwd):
     returns, steps = train_and_read_returns(algo, 5, 16, 300e3, 10000)
     assert returns[0] < 100
     assert max(returns) >= 400, returns
+
+
+@pytest.mark.timeout(300)
+def test_ppo_cartpole_with_cpu_sampler_reaches_475(in_tmp_cwd):
+    returns, steps = train_and_read_returns(cartpole_ppo(), 128, 8, 150e3, 10240,
+                                            SamplerCls=CpuSampler,
+                                            affinity=dict(workers_cpus=[0, 1]))
+    assert returns[0] < 100
+    assert steps[-1] <= 150e3 + 10240
+    assert max(returns) >= 475, returns
+
+
+@pytest.mark.parametrize("SamplerCls,workers", [(GpuSampler, [0, 1]),
+                                                (AlternatingSampler, [0, 1, 0, 1])])
+def test_ppo_trains_with_gpu_style_samplers(in_tmp_cwd, SamplerCls, workers):
+    returns, steps = train_and_read_returns(cartpole_ppo(), 128, 8, 30720, 10240,
+                                            SamplerCls=SamplerCls,
+                                            affinity=dict(workers_cpus=workers))
+    assert steps == [1024, 10240, 20480, 30720]
+    assert max(returns[1:]) > 2 * returns[0]  # it learns

@@ -73,6 +73,7 @@ class GymEnvWrapper(Env):
         # are immutable numpy scalars, so sharing them is safe.
         self._empty_infos = tuple(info_to_nt({"timeout": t}, self._info_example)
                                   for t in (False, True))
+        self._flat_info = _FlatInfoConverter(self._info_example)
 
     def step(self, action: Any) -> EnvStep:
         """Step the gymnasium env.
@@ -88,13 +89,16 @@ class GymEnvWrapper(Env):
         obs, reward, terminated, truncated, info = self.env.step(
             self._action_space.revert(action))
         timeout = bool(truncated) and not bool(terminated)
-        if info:
-            dropped: list[str] = []
-            env_info = info_to_nt({**info, "timeout": timeout}, self._info_example, dropped)
-            if dropped:
-                self._warn_dropped(dropped)
-        else:
+        if not info:
             env_info = self._empty_infos[timeout]
+        else:
+            env_info = self._flat_info.convert(info, timeout)
+            if env_info is None:  # Nested, array-valued or unexpected keys: general path.
+                dropped: list[str] = []
+                env_info = info_to_nt({**info, "timeout": timeout}, self._info_example,
+                                      dropped)
+                if dropped:
+                    self._warn_dropped(dropped)
         return EnvStep(self._observation_space.convert(obs), np.float32(reward),
                        bool(terminated or truncated), env_info)
 
@@ -252,6 +256,40 @@ def _find_horizon(env: gym.Env) -> int | None:
         inner = inner.env
     spec = env.spec
     return None if spec is None else spec.max_episode_steps
+
+
+class _FlatInfoConverter:
+    """Fast conversion of info dicts whose values are all scalars (most envs).
+
+    Gives the same result as :func:`info_to_nt` when every key of the info is
+    in the schema with a scalar value; returns None otherwise, so the caller
+    falls back to the general conversion (which also reports dropped keys).
+    """
+
+    _SCALARS = (bool, int, float, np.generic)
+
+    def __init__(self, example: tuple):
+        self.cls = type(example)
+        self.fields = {f: i for i, f in enumerate(example._fields)}
+        self.types = [type(v) for v in example]
+        self.zeros = [_zeros_like(v) if not is_namedtuple(v) else None for v in example]
+        self.usable = all(not is_namedtuple(v) and np.ndim(v) == 0 for v in example)
+        self.timeout_idx = self.fields["timeout"]
+        self.index: dict = {}  # raw info key -> field position (None: not in schema)
+
+    def convert(self, info: Mapping, timeout: bool) -> tuple | None:
+        if not self.usable:
+            return None
+        out = list(self.zeros)
+        for key, value in info.items():
+            i = self.index.get(key, -1)
+            if i == -1:
+                i = self.index[key] = self.fields.get(to_identifier(key))
+            if i is None or not isinstance(value, self._SCALARS):
+                return None
+            out[i] = self.types[i](value)
+        out[self.timeout_idx] = np.bool_(timeout)
+        return tuple.__new__(self.cls, out)
 
 
 def _info_leaf(value: Any) -> Any:
