@@ -9,6 +9,7 @@ from rlframe.samplers.parallel.cpu.collectors import CpuResetCollector, CpuWaitR
 from rlframe.samplers.serial.sampler import SerialSampler
 from rlframe.utils.buffer import buffer_func
 from rlframe.utils.seed import set_seed
+from samplers_helpers import flat_leaves
 
 
 def make_sampler(T=32, B=3, agent=None, seed=0, env_kwargs=None, **kwargs):
@@ -25,25 +26,6 @@ def copy_samples(samples):
     return buffer_func(samples, torch.clone)
 
 
-def assert_samples_equal(a, b):
-    for x, y in zip(torch.utils._pytree.tree_leaves(tuple(a)),
-                    torch.utils._pytree.tree_leaves(tuple(b))):
-        assert torch.equal(x, y)
-
-
-def flat(samples):
-    leaves = []
-
-    def walk(s):
-        if isinstance(s, tuple):
-            for v in s:
-                walk(v)
-        elif s is not None:
-            leaves.append(s)
-    walk(samples)
-    return leaves
-
-
 def test_same_seed_same_samples_other_seed_differs():
     batches = []
     for seed in (3, 3, 4):
@@ -52,10 +34,10 @@ def test_same_seed_same_samples_other_seed_differs():
         second = copy_samples(sampler.obtain_samples(1)[0])
         sampler.shutdown()
         batches.append((first, second))
-    for x, y in zip(flat(batches[0]), flat(batches[1])):
+    for x, y in zip(flat_leaves(batches[0]), flat_leaves(batches[1])):
         assert torch.equal(x, y)
-    assert not all(torch.equal(x, y) for x, y in zip(flat(batches[0][0]), flat(batches[0][1])))
-    assert not all(torch.equal(x, y) for x, y in zip(flat(batches[0]), flat(batches[2])))
+    assert not all(torch.equal(x, y) for x, y in zip(flat_leaves(batches[0][0]), flat_leaves(batches[0][1])))
+    assert not all(torch.equal(x, y) for x, y in zip(flat_leaves(batches[0]), flat_leaves(batches[2])))
 
 
 def test_buffer_layout_and_prev_views():

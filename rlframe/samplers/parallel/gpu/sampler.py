@@ -40,6 +40,13 @@ class GpuSamplerBase(ParallelSamplerBase):
         super().__init__(*args, CollectorCls=CollectorCls,
                          eval_CollectorCls=eval_CollectorCls, **kwargs)
 
+    def _agent_init(self, agent: Any, env_spaces: Any, global_B: int, env_ranks: list) -> None:
+        agent.initialize(env_spaces, share_memory=False, global_B=global_B, env_ranks=env_ranks)
+        # The master acts for every env, so the agent sees the whole env layout here.
+        agent.collector_initialize(global_B=global_B, env_ranks=env_ranks)
+        agent.reset()
+        agent.sample_mode(itr=0)
+
     def _build_parallel_ctrl(self, n_worker: int) -> None:
         self.step_buffer_pyt, self.step_buffer_np = build_step_buffer(
             self.examples, self.batch_spec.B)
