@@ -1,0 +1,1 @@
+"""Q-learning agents (DQN, categorical DQN, R2D1) with epsilon-greedy exploration."""

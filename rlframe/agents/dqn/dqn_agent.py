@@ -1,0 +1,130 @@
+"""Q-learning agent: an online and a target Q-model, epsilon-greedy actions."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Sequence
+
+import torch
+
+from rlframe.agents.base import AgentStep, BaseAgent
+from rlframe.agents.dqn.epsilon_greedy import EpsilonGreedyAgentMixin
+from rlframe.distributions.epsilon_greedy import EpsilonGreedy
+from rlframe.models.dqn.mlp_models import DqnMlpModel
+from rlframe.models.utils import strip_ddp_state_dict, update_state_dict
+from rlframe.utils.buffer import buffer_to
+from rlframe.utils.collections import namedarraytuple
+
+AgentInfo = namedarraytuple("AgentInfo", ["q"])
+"""``q``: [*lead, A] Q-values of the observation the action was chosen for."""
+
+
+def check_discrete_actions(agent: Any, env_spaces: Any) -> None:
+    """Raise TypeError unless ``env_spaces.action`` is discrete (has ``n``, no shape)."""
+    action_space = env_spaces.action
+    n = getattr(action_space, "n", None)
+    if n is None or tuple(getattr(action_space, "shape", ())) != ():
+        raise TypeError(f"{type(agent).__name__} needs a discrete action space "
+                        f"(gymnasium Discrete / IntBox with n actions), got "
+                        f"env_spaces.action={action_space!r}. DQN-family agents pick one of n "
+                        "actions; for continuous actions use an actor-critic agent and "
+                        "algorithm instead.")
+
+
+class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
+    """Agent for DQN: ``model(observation, prev_action, prev_reward)`` -> q [*lead, A].
+
+    ``prev_action`` reaches the model one-hot encoded. The target network
+    (``target_model``) has the same architecture and is updated only through
+    :meth:`update_target`. Defaults to :class:`DqnMlpModel` (vector
+    observations), built with ``observation_shape`` and ``action_size``.
+
+    Args:
+        ModelCls: Q-model class.
+        model_kwargs: extra model constructor arguments.
+        initial_model_state_dict: parameters to start from: this agent's own
+            :meth:`state_dict` format ``{"model": ..., "target": ...}`` (target
+            optional; the model's are used for both networks if absent), or a
+            plain model state dict.
+        eps_init, eps_final, eps_final_min, eps_itr_min, eps_itr_max, eps_eval:
+            the epsilon schedule, see :class:`EpsilonGreedyAgentMixin`.
+    """
+
+    def __init__(self, ModelCls: type | None = DqnMlpModel, model_kwargs: dict | None = None,
+                 initial_model_state_dict: dict | None = None, eps_init: float = 1,
+                 eps_final: float = 0.01, eps_final_min: float | None = None,
+                 eps_itr_min: int = 50, eps_itr_max: int = 1000, eps_eval: float = 0.001):
+        super().__init__(eps_init=eps_init, eps_final=eps_final, eps_final_min=eps_final_min,
+                         eps_itr_min=eps_itr_min, eps_itr_max=eps_itr_max, eps_eval=eps_eval,
+                         ModelCls=ModelCls, model_kwargs=model_kwargs,
+                         initial_model_state_dict=initial_model_state_dict)
+        self.target_model: torch.nn.Module | None = None
+
+    def check_env_spaces(self, env_spaces: Any) -> None:
+        check_discrete_actions(self, env_spaces)
+
+    def make_env_to_model_kwargs(self, env_spaces: Any) -> dict:
+        return dict(observation_shape=env_spaces.observation.shape,
+                    action_size=env_spaces.action.n)
+
+    def initialize(self, env_spaces: Any, share_memory: bool = False, global_B: int = 1,
+                   env_ranks: Sequence[int] | None = None) -> None:
+        """Build the model, the target model and the epsilon-greedy distribution."""
+        initial = self.initial_model_state_dict
+        self.initial_model_state_dict = None  # Loaded below, in this agent's own format.
+        try:
+            super().initialize(env_spaces, share_memory, global_B=global_B,
+                               env_ranks=env_ranks)
+        finally:
+            self.initial_model_state_dict = initial
+        self.target_model = self.ModelCls(**self.env_model_kwargs, **self.model_kwargs)
+        self.target_model.load_state_dict(self.model.state_dict())
+        if initial is not None:
+            self.load_state_dict(initial)
+        self.distribution = EpsilonGreedy(dim=env_spaces.action.n)
+
+    def to_device(self, cuda_idx: int | None = None) -> None:
+        super().to_device(cuda_idx)
+        if self.target_model is not None:
+            self.target_model.to(self.device)
+
+    def _model_inputs(self, observation: Any, prev_action: Any, prev_reward: Any) -> tuple:
+        prev_action = self.distribution.to_onehot(prev_action)
+        return buffer_to((observation, prev_action, prev_reward), device=self.device)
+
+    def __call__(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor:
+        """Q-values [*lead, A] of the online model, with grad, on CPU."""
+        q = self.model(*self._model_inputs(observation, prev_action, prev_reward))
+        return q.cpu()
+
+    @torch.no_grad()
+    def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> AgentStep:
+        """Epsilon-greedy actions [*lead] (int64) with ``AgentInfo(q)``, on CPU."""
+        q = self.model(*self._model_inputs(observation, prev_action, prev_reward)).cpu()
+        action = self.distribution.sample(q)
+        return AgentStep(action=action, agent_info=AgentInfo(q=q))
+
+    @torch.no_grad()
+    def target(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor:
+        """Q-values [*lead, A] of the target model (no grad), on CPU."""
+        q = self.target_model(*self._model_inputs(observation, prev_action, prev_reward))
+        return q.cpu()
+
+    def update_target(self, tau: float = 1) -> None:
+        """Copy the model into the target (``tau=1``) or blend it in (Polyak, ``0 < tau < 1``)."""
+        update_state_dict(self.target_model, self.model.state_dict(), tau)
+
+    def state_dict(self) -> dict:
+        """``{"model": ..., "target": ...}`` (without DistributedDataParallel prefixes)."""
+        return dict(model=strip_ddp_state_dict(self.model.state_dict()),
+                    target=self.target_model.state_dict())
+
+    def load_state_dict(self, state_dict: Mapping) -> None:
+        """Load :meth:`state_dict` output; a plain model state dict sets both networks."""
+        if isinstance(state_dict.get("model"), Mapping):
+            model_state = state_dict["model"]
+            target_state = state_dict.get("target") or model_state
+        else:
+            model_state = target_state = state_dict
+        target = self.model.module if self._ddp else self.model
+        target.load_state_dict(strip_ddp_state_dict(model_state))
+        self.target_model.load_state_dict(strip_ddp_state_dict(target_state))
