@@ -16,6 +16,8 @@ CASES = {
     "example_ppo_gym.py": ["--n_steps", "2048", "--log_interval_steps", "1024", "--seed", "1"],
     "example_parallel_ppo.py": ["--sample_mode", "cpu", "--n_parallel", "2", "--n_steps", "2048",
                                 "--log_interval_steps", "1024", "--seed", "1"],
+    "example_dqn_gym.py": ["--n_steps", "1536", "--log_interval_steps", "768", "--seed", "1"],
+    "example_r2d1_gym.py": ["--n_steps", "6400", "--log_interval_steps", "3200", "--seed", "1"],
     "example_ppo_mujoco.py": ["--n_steps", "256", "--log_interval_steps", "128",
                               "--batch_T", "64", "--batch_B", "2", "--seed", "1"],
 }
