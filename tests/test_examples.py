@@ -20,6 +20,11 @@ CASES = {
     "example_r2d1_gym.py": ["--n_steps", "6400", "--log_interval_steps", "3200", "--seed", "1"],
     "example_ppo_mujoco.py": ["--n_steps", "256", "--log_interval_steps", "128",
                               "--batch_T", "64", "--batch_B", "2", "--seed", "1"],
+    "example_sac_mujoco.py": ["--n_steps", "200", "--log_interval_steps", "100",
+                              "--min_steps_learn", "100", "--eval_max_trajectories", "2",
+                              "--seed", "1"],
+    "example_td3_pendulum.py": ["--n_steps", "200", "--log_interval_steps", "100",
+                                "--min_steps_learn", "100", "--seed", "1"],
 }
 
 

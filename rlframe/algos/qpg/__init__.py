@@ -1,0 +1,1 @@
+"""Q-policy-gradient algorithms for continuous actions, with replay: DDPG, TD3 and SAC."""
