@@ -20,10 +20,10 @@ def select_at_indexes(indexes: torch.Tensor, tensor: torch.Tensor) -> torch.Tens
     if indexes.shape != tensor.shape[:dim]:
         raise ValueError(f"indexes shape {tuple(indexes.shape)} must match the leading dims of "
                          f"tensor shape {tuple(tensor.shape)}.")
-    num = indexes.numel()
-    t_flat = tensor.reshape((num,) + tensor.shape[dim:])
-    s_flat = t_flat[torch.arange(num, device=tensor.device), indexes.reshape(-1)]
-    return s_flat.reshape(tensor.shape[:dim] + tensor.shape[dim + 1:])
+    rest = tensor.shape[dim + 1:]
+    index = indexes.long().reshape(indexes.shape + (1,) * (1 + len(rest)))
+    index = index.expand(indexes.shape + (1,) + rest)
+    return torch.gather(tensor, dim, index).squeeze(dim)
 
 
 def to_onehot(indexes: torch.Tensor, num: int, dtype: torch.dtype | None = None) -> torch.Tensor:

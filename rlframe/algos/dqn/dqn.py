@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from rlframe.algos.base import RlAlgorithm
 from rlframe.replays.non_sequence.frame import (PrioritizedReplayFrameBuffer,
@@ -212,7 +213,8 @@ class DQN(RlAlgorithm):
     def optim_initialize(self, rank: int = 0) -> None:
         """Build the optimizer over the agent's parameters."""
         self.rank = rank
-        self.optimizer = self.OptimCls(self.agent.parameters(), lr=self.learning_rate,
+        self._params = list(self.agent.parameters())  # Gathered once, clipped every update.
+        self.optimizer = self.OptimCls(self._params, lr=self.learning_rate,
                                        **self.optim_kwargs)
         if self.initial_optim_state_dict is not None:
             self.optimizer.load_state_dict(self.initial_optim_state_dict)
@@ -312,7 +314,7 @@ class DQN(RlAlgorithm):
             self.optimizer.zero_grad()
             loss, td_abs_errors = self.loss(samples_from_replay)
             loss.backward()
-            grad_norm = torch.nn.utils.clip_grad_norm_(self.agent.parameters(),
+            grad_norm = torch.nn.utils.clip_grad_norm_(self._params,
                                                        self.clip_grad_norm)
             self.optimizer.step()
             if self.prioritized_replay:
@@ -364,12 +366,10 @@ class DQN(RlAlgorithm):
 
     def elementwise_loss(self, delta: torch.Tensor) -> torch.Tensor:
         """Huber loss of TD errors with threshold ``delta_clip`` (0.5 * delta^2 if None)."""
-        squared = 0.5 * delta ** 2
         if self.delta_clip is None:
-            return squared
-        abs_delta = delta.abs()
-        linear = self.delta_clip * (abs_delta - 0.5 * self.delta_clip)
-        return torch.where(abs_delta <= self.delta_clip, squared, linear)
+            return 0.5 * delta ** 2
+        return F.huber_loss(delta, torch.zeros_like(delta), reduction="none",
+                            delta=self.delta_clip)
 
     def valid_mask(self, samples: Any) -> torch.Tensor | None:
         """1 for samples to train on: all of them, except (with time limits) those whose

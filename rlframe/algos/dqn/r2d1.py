@@ -290,7 +290,7 @@ class R2D1(DQN):
             self.optimizer.zero_grad()
             loss, td_abs_errors, priorities = self.loss(samples_from_replay)
             loss.backward()
-            grad_norm = torch.nn.utils.clip_grad_norm_(self.agent.parameters(),
+            grad_norm = torch.nn.utils.clip_grad_norm_(self._params,
                                                        self.clip_grad_norm)
             self.optimizer.step()
             if self.prioritized_replay:
