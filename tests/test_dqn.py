@@ -221,6 +221,41 @@ def test_vector_epsilon_per_env():
         DqnAgent(eps_final=0.01, eps_final_min=0.1)
 
 
+class PreferActionZero(torch.nn.Module):
+    """Q-values that always make action 0 the greedy one."""
+
+    def __init__(self, observation_shape, action_size):
+        super().__init__()
+        self.bias = torch.nn.Parameter(torch.tensor([1.] + [0.] * (action_size - 1)))
+
+    def forward(self, observation, prev_action, prev_reward):
+        return self.bias + 0 * observation.float().sum(-1, keepdim=True)
+
+
+@pytest.mark.parametrize("sampler_cls", ["serial", "cpu", "gpu"])
+def test_vector_epsilon_reaches_each_env_through_the_sampler(sampler_cls):
+    """Per-env epsilons 1e-6, 1e-4, 1e-2 and 1 over global_B=4 envs: with two workers
+    each worker's agent copy acts with its own slice, seen in the actions taken."""
+    from rlframe.samplers.parallel.cpu.sampler import CpuSampler
+    from rlframe.samplers.parallel.gpu.sampler import GpuSampler
+    SamplerCls = dict(serial=SerialSampler, cpu=CpuSampler, gpu=GpuSampler)[sampler_cls]
+    agent = DqnAgent(ModelCls=PreferActionZero, eps_init=1., eps_final=1., eps_final_min=1e-6,
+                     eps_itr_min=0, eps_itr_max=1)
+    sampler = SamplerCls(EnvCls=gym_make, env_kwargs=dict(id="CartPole-v1"), batch_T=400,
+                         batch_B=4, max_decorrelation_steps=0)
+    kwargs = {} if sampler_cls == "serial" else dict(affinity=dict(workers_cpus=[0, 0]))
+    sampler.initialize(agent, seed=0, **kwargs)
+    try:
+        samples, _ = sampler.obtain_samples(5)  # Past eps_itr_max: final epsilons.
+        share_of_action_1 = samples.agent.action.float().mean(dim=0).numpy()
+    finally:
+        sampler.shutdown()
+    # Env b picks at random with probability eps_b, then action 1 half the time.
+    assert share_of_action_1[0] == 0 and share_of_action_1[1] == 0
+    assert share_of_action_1[2] < 0.04
+    assert 0.4 < share_of_action_1[3] < 0.6, share_of_action_1
+
+
 def test_dqn_agent_step_and_target_updates():
     agent = make_agent(eps_init=0.)
     agent.sample_mode(0)

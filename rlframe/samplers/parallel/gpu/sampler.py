@@ -45,7 +45,6 @@ class GpuSamplerBase(ParallelSamplerBase):
         # The master acts for every env, so the agent sees the whole env layout here.
         agent.collector_initialize(global_B=global_B, env_ranks=env_ranks)
         agent.reset()
-        agent.sample_mode(itr=0)
 
     def _build_parallel_ctrl(self, n_worker: int) -> None:
         self.step_buffer_pyt, self.step_buffer_np = build_step_buffer(
