@@ -5,7 +5,6 @@ soft target updates and bootstrapping through time limits.
 from __future__ import annotations
 
 import math
-import sys
 from collections import namedtuple
 from typing import Any
 
@@ -14,6 +13,9 @@ import torch
 import torch.nn.functional as F
 
 from rlframe.algos.base import RlAlgorithm
+from rlframe.algos.replay_samples import (SamplesToBuffer, SamplesToBufferTl,  # noqa: F401
+                                          async_replay_class, replay_example,
+                                          replay_samples)
 from rlframe.replays.non_sequence.frame import (PrioritizedReplayFrameBuffer,
                                                 UniformReplayFrameBuffer)
 from rlframe.replays.non_sequence.prioritized import PrioritizedReplayBuffer
@@ -21,16 +23,10 @@ from rlframe.replays.non_sequence.time_limit import (TlPrioritizedReplayBuffer,
                                                      TlUniformReplayBuffer)
 from rlframe.replays.non_sequence.uniform import UniformReplayBuffer
 from rlframe.utils.checks import as_int, positive_int
-from rlframe.utils.collections import namedarraytuple
 from rlframe.utils.logging import logger
 from rlframe.utils.tensor import select_at_indexes, valid_mean
 
 OptInfo = namedtuple("OptInfo", ["loss", "gradNorm", "tdAbsErr"])
-SamplesToBuffer = namedarraytuple("SamplesToBuffer",
-                                  ["observation", "action", "reward", "done"])
-SamplesToBufferTl = namedarraytuple("SamplesToBufferTl",
-                                    ["observation", "action", "reward", "done", "timeout"])
-
 # Default replay classes keyed by (frame stacks, time-limit aware, prioritized).
 _REPLAY_CLASSES = {
     (False, False, False): UniformReplayBuffer,
@@ -40,16 +36,6 @@ _REPLAY_CLASSES = {
     (True, False, False): UniformReplayFrameBuffer,
     (True, False, True): PrioritizedReplayFrameBuffer,
 }
-
-
-def async_replay_class(ReplayCls: type) -> type:
-    """The shared-memory variant ``Async<Name>`` defined next to ``ReplayCls``."""
-    name = "Async" + ReplayCls.__name__
-    AsyncCls = getattr(sys.modules[ReplayCls.__module__], name, None)
-    if AsyncCls is None:
-        raise NotImplementedError(f"{ReplayCls.__module__} defines no {name} for asynchronous "
-                                  "runners; pass ReplayBufferCls explicitly.")
-    return AsyncCls
 
 
 def is_frame_stack(observation: Any) -> bool:
@@ -284,19 +270,11 @@ class DQN(RlAlgorithm):
 
     def examples_to_buffer(self, examples: dict) -> Any:
         """One example step in the replay's storage layout."""
-        fields = dict(observation=examples["observation"], action=examples["action"],
-                      reward=examples["reward"], done=examples["done"])
-        if self._timelimit:
-            return SamplesToBufferTl(**fields, timeout=examples["env_info"].timeout)
-        return SamplesToBuffer(**fields)
+        return replay_example(examples, self._timelimit)
 
     def samples_to_buffer(self, samples: Any) -> Any:
         """The sampler's ``[T, B]`` batch in the replay's storage layout."""
-        fields = dict(observation=samples.env.observation, action=samples.agent.action,
-                      reward=samples.env.reward, done=samples.env.done)
-        if self._timelimit:
-            return SamplesToBufferTl(**fields, timeout=samples.env.env_info.timeout)
-        return SamplesToBuffer(**fields)
+        return replay_samples(samples, self._timelimit)
 
     # --------------------------------------------------------------- training
     def optimize_agent(self, itr: int, samples: Any = None,

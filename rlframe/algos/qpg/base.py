@@ -16,7 +16,6 @@ step of a terminated episode is trained toward its reward alone.
 """
 from __future__ import annotations
 
-import importlib
 import math
 import numbers
 from typing import Any
@@ -24,16 +23,14 @@ from typing import Any
 import torch
 
 from rlframe.algos.base import RlAlgorithm
+from rlframe.algos.replay_samples import (SamplesToBuffer, SamplesToBufferTl,  # noqa: F401
+                                          async_replay_class, replay_example,
+                                          replay_samples)
+from rlframe.replays.non_sequence.time_limit import TlUniformReplayBuffer
+from rlframe.replays.non_sequence.uniform import UniformReplayBuffer
 from rlframe.utils.buffer import buffer_to
 from rlframe.utils.checks import as_int, positive_int
-from rlframe.utils.collections import namedarraytuple
 from rlframe.utils.logging import logger
-
-SamplesToBuffer = namedarraytuple("SamplesToBuffer",
-                                  ["observation", "action", "reward", "done"])
-SamplesToBufferTl = namedarraytuple("SamplesToBufferTl",
-                                    ["observation", "action", "reward", "done", "timeout"])
-
 
 def check_number(name: str, value: Any, low: float = 0., high: float = math.inf,
                  low_open: bool = True) -> float:
@@ -46,17 +43,6 @@ def check_number(name: str, value: Any, low: float = 0., high: float = math.inf,
         bracket = "(" if low_open else "["
         raise ValueError(f"{name} must lie in {bracket}{low}, {high}], got {value}.")
     return value
-
-
-def import_replay_class(name: str, async_: bool = False) -> type:
-    """``rlframe.replays.non_sequence`` buffer class by name (``Async`` variant if asked)."""
-    module = "time_limit" if name.startswith("Tl") else "uniform"
-    name = "Async" + name if async_ else name
-    try:
-        return getattr(importlib.import_module("rlframe.replays.non_sequence." + module), name)
-    except (ImportError, AttributeError) as e:
-        raise ImportError(f"Replay buffer rlframe.replays.non_sequence.{module}.{name} is not "
-                          "available; pass ReplayBufferCls explicitly.") from e
 
 
 def clip_grad_norm(parameters: list[torch.Tensor], max_norm: float) -> torch.Tensor:
@@ -164,8 +150,10 @@ class QpgAlgoBase(RlAlgorithm):
             logger.log(f"WARNING: ignoring the default replay buffer class; using "
                        f"{ReplayCls.__name__} as given.")
         else:
-            name = "TlUniformReplayBuffer" if self.bootstrap_timelimit else "UniformReplayBuffer"
-            ReplayCls = import_replay_class(name, async_)
+            ReplayCls = (TlUniformReplayBuffer if self.bootstrap_timelimit
+                         else UniformReplayBuffer)
+            if async_:
+                ReplayCls = async_replay_class(ReplayCls)
         self.replay_buffer = ReplayCls(example=self.examples_to_buffer(examples),
                                        size=self.replay_size, B=batch_spec.B,
                                        discount=self.discount, n_step_return=self.n_step_return)
@@ -174,19 +162,11 @@ class QpgAlgoBase(RlAlgorithm):
 
     def examples_to_buffer(self, examples: dict) -> Any:
         """One example step in the replay's storage layout."""
-        fields = dict(observation=examples["observation"], action=examples["action"],
-                      reward=examples["reward"], done=examples["done"])
-        if self.bootstrap_timelimit:
-            return SamplesToBufferTl(**fields, timeout=examples["env_info"].timeout)
-        return SamplesToBuffer(**fields)
+        return replay_example(examples, self.bootstrap_timelimit)
 
     def samples_to_buffer(self, samples: Any) -> Any:
         """The sampler's ``[T, B]`` batch in the replay's storage layout."""
-        fields = dict(observation=samples.env.observation, action=samples.agent.action,
-                      reward=samples.env.reward, done=samples.env.done)
-        if self.bootstrap_timelimit:
-            return SamplesToBufferTl(**fields, timeout=samples.env.env_info.timeout)
-        return SamplesToBuffer(**fields)
+        return replay_samples(samples, self.bootstrap_timelimit)
 
     def optim_initialize(self, rank: int = 0) -> None:
         raise NotImplementedError

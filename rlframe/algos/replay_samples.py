@@ -1,0 +1,45 @@
+"""What off-policy algorithms store: the replay layout of a sampler batch.
+
+DQN-family and Q-policy-gradient algorithms keep observation, action, reward
+and done of every step, plus ``timeout`` (a time limit cut the episode) when
+they bootstrap through time limits.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from rlframe.utils.collections import namedarraytuple
+
+SamplesToBuffer = namedarraytuple("SamplesToBuffer",
+                                  ["observation", "action", "reward", "done"])
+SamplesToBufferTl = namedarraytuple("SamplesToBufferTl",
+                                    ["observation", "action", "reward", "done", "timeout"])
+
+
+def replay_example(examples: dict, timelimit: bool) -> Any:
+    """One example step (the sampler's ``examples`` dict) in the replay layout."""
+    fields = dict(observation=examples["observation"], action=examples["action"],
+                  reward=examples["reward"], done=examples["done"])
+    if timelimit:
+        return SamplesToBufferTl(**fields, timeout=examples["env_info"].timeout)
+    return SamplesToBuffer(**fields)
+
+
+def replay_samples(samples: Any, timelimit: bool) -> Any:
+    """The sampler's ``[T, B]`` batch in the replay layout (views, no copies)."""
+    fields = dict(observation=samples.env.observation, action=samples.agent.action,
+                  reward=samples.env.reward, done=samples.env.done)
+    if timelimit:
+        return SamplesToBufferTl(**fields, timeout=samples.env.env_info.timeout)
+    return SamplesToBuffer(**fields)
+
+
+def async_replay_class(ReplayCls: type) -> type:
+    """The shared-memory variant ``Async<Name>`` defined next to ``ReplayCls``."""
+    name = "Async" + ReplayCls.__name__
+    AsyncCls = getattr(sys.modules[ReplayCls.__module__], name, None)
+    if AsyncCls is None:
+        raise NotImplementedError(f"{ReplayCls.__module__} defines no {name} for asynchronous "
+                                  "runners; pass ReplayBufferCls explicitly.")
+    return AsyncCls
