@@ -212,14 +212,21 @@ RUNNER_SCRIPT = textwrap.dedent("""
 """)
 
 
+def restore_default_sigint():
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 @pytest.mark.parametrize("kind,start_method", [("cpu", "fork"), ("gpu", "spawn")])
 def test_interrupt_stops_every_worker(tmp_path, sig, kind, start_method):
     before_shm = shm_entries()
     script = tmp_path / "train.py"
     script.write_text(RUNNER_SCRIPT)
+    # A process started in the background (`cmd &`, as some CI runners do) inherits
+    # SIGINT ignored; in a terminal, Ctrl-C reaches Python's KeyboardInterrupt handler.
     proc = subprocess.Popen([sys.executable, str(script), kind, start_method], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=restore_default_sigint)
     try:
         # Wait until the workers run and training has started.
         deadline = time.time() + 120
