@@ -1,11 +1,9 @@
 """DQN-family learning to a threshold: a user's own Q-model handed to DqnAgent /
 CatDqnAgent on CartPole-v1, and R2D1 with a recurrent model on CartPole
 without velocity observations."""
-import csv
-import os
-
 import pytest
 import torch
+from learning_helpers import assert_learned, train_until_threshold
 
 from rlframe.agents.dqn.catdqn_agent import CatDqnAgent
 from rlframe.agents.dqn.dqn_agent import DqnAgent
@@ -15,10 +13,7 @@ from rlframe.algos.dqn.dqn import DQN
 from rlframe.algos.dqn.r2d1 import R2D1
 from rlframe.envs.gym import make as gym_make
 from rlframe.envs.wrappers import make_velocity_hidden_cartpole
-from rlframe.runners.minibatch_rl import MinibatchRlEval
 from rlframe.samplers.serial.sampler import SerialSampler
-from rlframe.utils.logging import logger
-from rlframe.utils.logging.context import logger_context
 from rlframe.utils.tensor import infer_leading_dims, restore_leading_dims
 
 
@@ -59,24 +54,14 @@ class UserDistributionalQNet(torch.nn.Module):
         return restore_leading_dims(p, lead_dim, T, B)
 
 
-def train_and_read_returns(algo, agent, EnvCls, env_kwargs, batch_T, batch_B, n_steps,
-                           log_interval_steps, seed):
+def train_until(threshold, algo, agent, EnvCls, env_kwargs, batch_T, batch_B, n_steps,
+                log_interval_steps, seed):
+    """Train until the evaluation return reaches ``threshold``; return the history."""
     sampler = SerialSampler(EnvCls=EnvCls, env_kwargs=env_kwargs, eval_env_kwargs=env_kwargs,
                             batch_T=batch_T, batch_B=batch_B, max_decorrelation_steps=0,
                             eval_n_envs=4, eval_max_steps=4 * 1000, eval_max_trajectories=8)
-    runner = MinibatchRlEval(algo=algo, agent=agent, sampler=sampler, n_steps=n_steps,
-                             log_interval_steps=log_interval_steps, seed=seed,
-                             affinity=dict(master_torch_threads=1))
-    n_threads = torch.get_num_threads()
-    try:
-        with logger_context("learning", 0, "learning", {}, snapshot_mode="none"):
-            runner.train()
-            run_dir = logger.get_snapshot_dir()
-    finally:
-        torch.set_num_threads(n_threads)
-    with open(os.path.join(run_dir, "progress.csv")) as f:
-        rows = list(csv.DictReader(f))
-    return [float(r["ReturnAverage"]) for r in rows], [int(r["Diagnostics/CumSteps"]) for r in rows]
+    return train_until_threshold(threshold, algo, agent, sampler, n_steps, log_interval_steps,
+                                 seed)
 
 
 DQN_KWARGS = dict(discount=0.99, batch_size=64, min_steps_learn=1000, replay_size=int(5e4),
@@ -91,32 +76,27 @@ CARTPOLE = dict(EnvCls=gym_make, env_kwargs=dict(id="CartPole-v1"), batch_T=32, 
 @pytest.mark.timeout(300)
 def test_dqn_user_model_cartpole_reaches_475(in_tmp_cwd):
     agent = DqnAgent(ModelCls=UserQNet, **AGENT_KWARGS)
-    returns, steps = train_and_read_returns(DQN(**DQN_KWARGS), agent, seed=1, **CARTPOLE)
-    assert returns[0] < 100  # untrained (random) policy
-    assert steps[-1] <= 60e3
-    assert max(returns) >= 475, returns
+    history = train_until(475, DQN(**DQN_KWARGS), agent, seed=1, **CARTPOLE)
+    assert_learned(history, 475, max_steps=60e3, untrained_below=100)
 
 
 @pytest.mark.timeout(300)
 def test_categorical_dqn_user_model_cartpole_reaches_475(in_tmp_cwd):
     agent = CatDqnAgent(ModelCls=UserDistributionalQNet, n_atoms=51, **AGENT_KWARGS)
     algo = CategoricalDQN(V_min=0., V_max=100., **{**DQN_KWARGS, "pri_beta_steps": 30000})
-    returns, steps = train_and_read_returns(algo, agent, seed=1, **CARTPOLE)
-    assert returns[0] < 100
-    assert steps[-1] <= 60e3
-    assert max(returns) >= 475, returns
+    history = train_until(475, algo, agent, seed=1, **CARTPOLE)
+    assert_learned(history, 475, max_steps=60e3, untrained_below=100)
 
 
 @pytest.mark.timeout(600)
 def test_r2d1_velocity_hidden_cartpole_reaches_400(in_tmp_cwd):
+    """With these settings each of seeds 0-7 reached 400 within 200k steps (7 of them
+    within 16k-80k; seed 5 at 176k)."""
     algo = R2D1(discount=0.99, batch_T=40, batch_B=32, warmup_T=20, store_rnn_state_interval=20,
-                min_steps_learn=5000, replay_size=int(1e5), replay_ratio=12,
+                min_steps_learn=5000, replay_size=int(1e5), replay_ratio=64,
                 target_update_interval=20, n_step_return=5, learning_rate=1e-3,
                 clip_grad_norm=10., eps_steps=30000, pri_beta_steps=int(200e3))
     agent = R2d1Agent(model_kwargs=dict(dueling=True), eps_final=0.02, eps_eval=0.)
-    returns, steps = train_and_read_returns(
-        algo, agent, EnvCls=make_velocity_hidden_cartpole, env_kwargs={}, batch_T=20,
-        batch_B=16, n_steps=200e3, log_interval_steps=8000, seed=1)
-    assert returns[0] < 100
-    assert steps[-1] <= 200e3
-    assert max(returns) >= 400, returns
+    history = train_until(400, algo, agent, EnvCls=make_velocity_hidden_cartpole, env_kwargs={},
+                          batch_T=20, batch_B=16, n_steps=200e3, log_interval_steps=8000, seed=1)
+    assert_learned(history, 400, max_steps=200e3, untrained_below=100)
