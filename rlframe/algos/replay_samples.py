@@ -6,10 +6,12 @@ they bootstrap through time limits.
 """
 from __future__ import annotations
 
+import math
 import sys
-from typing import Any
+from typing import Any, Callable
 
 from rlframe.utils.collections import namedarraytuple
+from rlframe.utils.logging import logger
 
 SamplesToBuffer = namedarraytuple("SamplesToBuffer",
                                   ["observation", "action", "reward", "done"])
@@ -43,3 +45,22 @@ def async_replay_class(ReplayCls: type) -> type:
         raise NotImplementedError(f"{ReplayCls.__module__} defines no {name} for asynchronous "
                                   "runners; pass ReplayBufferCls explicitly.")
     return AsyncCls
+
+
+def check_replay_length(replay_size: int, B: int, n_step_return: int) -> None:
+    """Raise unless ``replay_size`` over ``B`` envs holds more than ``n_step_return + 1`` steps."""
+    replay_T = math.ceil(replay_size / B)
+    if replay_T <= n_step_return + 1:
+        raise ValueError(
+            f"replay_size={replay_size} over B={B} envs holds only {replay_T} steps per env; "
+            f"n_step_return={n_step_return} needs more than {n_step_return + 1} "
+            "(raise replay_size).")
+
+
+def choose_replay_class(given: type | None, default: Callable[[], type]) -> type:
+    """The user's ``ReplayBufferCls`` (with a warning in the log), else ``default()``."""
+    if given is None:
+        return default()
+    logger.log(f"WARNING: ignoring the default replay buffer class; using {given.__name__} "
+               "as given.")
+    return given

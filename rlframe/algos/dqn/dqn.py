@@ -4,7 +4,6 @@ soft target updates and bootstrapping through time limits.
 """
 from __future__ import annotations
 
-import math
 from collections import namedtuple
 from typing import Any
 
@@ -14,8 +13,8 @@ import torch.nn.functional as F
 
 from rlframe.algos.base import RlAlgorithm
 from rlframe.algos.replay_samples import (SamplesToBuffer, SamplesToBufferTl,  # noqa: F401
-                                          async_replay_class, replay_example,
-                                          replay_samples)
+                                          async_replay_class, check_replay_length,
+                                          choose_replay_class, replay_example, replay_samples)
 from rlframe.replays.non_sequence.frame import (PrioritizedReplayFrameBuffer,
                                                 UniformReplayFrameBuffer)
 from rlframe.replays.non_sequence.prioritized import PrioritizedReplayBuffer
@@ -248,18 +247,9 @@ class DQN(RlAlgorithm):
         """Build ``self.replay_buffer`` from one example step of the sampler."""
         self._timelimit = (self.bootstrap_timelimit
                            and hasattr(examples["env_info"], "timeout"))
-        replay_T = math.ceil(self.replay_size / batch_spec.B)
-        if replay_T <= self.n_step_return + 1:
-            raise ValueError(
-                f"replay_size={self.replay_size} over B={batch_spec.B} envs holds only "
-                f"{replay_T} steps per env; n_step_return={self.n_step_return} needs more "
-                f"than {self.n_step_return + 1} (raise replay_size).")
-        if self.ReplayBufferCls is not None:
-            ReplayCls = self.ReplayBufferCls
-            logger.log(f"WARNING: ignoring the default replay buffer class; using "
-                       f"{ReplayCls.__name__} as given.")
-        else:
-            ReplayCls = self.default_replay_class(examples, async_)
+        check_replay_length(self.replay_size, batch_spec.B, self.n_step_return)
+        ReplayCls = choose_replay_class(self.ReplayBufferCls,
+                                        lambda: self.default_replay_class(examples, async_))
         self.replay_buffer = ReplayCls(**self.replay_kwargs(examples, batch_spec))
         self._replay_T_appended = 0
         # Steps per env stored before anything can be sampled: the newest n (their

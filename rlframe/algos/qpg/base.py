@@ -24,8 +24,8 @@ import torch
 
 from rlframe.algos.base import RlAlgorithm
 from rlframe.algos.replay_samples import (SamplesToBuffer, SamplesToBufferTl,  # noqa: F401
-                                          async_replay_class, replay_example,
-                                          replay_samples)
+                                          async_replay_class, check_replay_length,
+                                          choose_replay_class, replay_example, replay_samples)
 from rlframe.replays.non_sequence.time_limit import TlUniformReplayBuffer
 from rlframe.replays.non_sequence.uniform import UniformReplayBuffer
 from rlframe.utils.buffer import buffer_to
@@ -139,21 +139,13 @@ class QpgAlgoBase(RlAlgorithm):
                 "(time-limit truncation flags, which GymEnvWrapper provides); this env's "
                 f"env_info has fields {getattr(examples['env_info'], '_fields', None)}. "
                 "Set bootstrap_timelimit=False for envs without time limits.")
-        replay_T = math.ceil(self.replay_size / batch_spec.B)
-        if replay_T <= self.n_step_return + 1:
-            raise ValueError(
-                f"replay_size={self.replay_size} over B={batch_spec.B} envs holds only "
-                f"{replay_T} steps per env; n_step_return={self.n_step_return} needs more "
-                f"than {self.n_step_return + 1} (raise replay_size).")
-        if self.ReplayBufferCls is not None:
-            ReplayCls = self.ReplayBufferCls
-            logger.log(f"WARNING: ignoring the default replay buffer class; using "
-                       f"{ReplayCls.__name__} as given.")
-        else:
-            ReplayCls = (TlUniformReplayBuffer if self.bootstrap_timelimit
-                         else UniformReplayBuffer)
-            if async_:
-                ReplayCls = async_replay_class(ReplayCls)
+        check_replay_length(self.replay_size, batch_spec.B, self.n_step_return)
+
+        def default() -> type:
+            ReplayCls = TlUniformReplayBuffer if self.bootstrap_timelimit else UniformReplayBuffer
+            return async_replay_class(ReplayCls) if async_ else ReplayCls
+
+        ReplayCls = choose_replay_class(self.ReplayBufferCls, default)
         self.replay_buffer = ReplayCls(example=self.examples_to_buffer(examples),
                                        size=self.replay_size, B=batch_spec.B,
                                        discount=self.discount, n_step_return=self.n_step_return)
