@@ -20,12 +20,11 @@ the variants so machine load affects them alike; medians are reported.
 import argparse
 import collections
 import copy
-import statistics
-import time
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from _timing import median_rates
 
 from rlframe.agents.dqn.dqn_agent import DqnAgent
 from rlframe.algos.dqn.dqn import DQN
@@ -106,13 +105,6 @@ class PlainDqn:
             self.q_targ.load_state_dict(self.q.state_dict())
 
 
-def rate(fn, updates: int) -> tuple[float, float]:
-    """Updates per second of wall time and of this process's CPU time."""
-    wall, cpu = time.perf_counter(), time.process_time()
-    fn()
-    return updates / (time.perf_counter() - wall), updates / (time.process_time() - cpu)
-
-
 def main(rounds: int, updates: int, threads: int) -> None:
     torch.set_num_threads(threads)
     torch.manual_seed(0)
@@ -128,17 +120,11 @@ def main(rounds: int, updates: int, threads: int) -> None:
                  prioritized=lambda: prioritized.optimize_agent(1),
                  plain=plain_updates)
     assert uniform.updates_per_optimize == prioritized.updates_per_optimize == updates
-    for fn in cases.values():  # Warm-up.
-        fn()
-    rates = {name: [] for name in cases}
-    for _ in range(rounds):
-        for name, fn in cases.items():
-            rates[name].append(rate(fn, updates))
+    rates = median_rates(cases, rounds, updates)
     print(f"DQN updates/s, CartPole configuration: batch {BATCH}, MLP [128, 128], double, "
           f"{N_STEP}-step, replay {REPLAY:,}, {threads} torch thread(s), median of {rounds} "
           f"rounds of {updates} updates (replay sampling included)")
-    for clock, i in (("wall", 0), ("cpu", 1)):
-        med = {name: statistics.median(r[i] for r in rs) for name, rs in rates.items()}
+    for clock, med in rates.items():
         print(f"  {clock:4s} plain torch {med['plain']:8.0f}   framework uniform "
               f"{med['uniform']:8.0f} (ratio {med['uniform'] / med['plain']:.3f})   "
               f"prioritized {med['prioritized']:8.0f} "

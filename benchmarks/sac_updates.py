@@ -25,12 +25,11 @@ import argparse
 import collections
 import copy
 import math
-import statistics
-import time
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from _timing import median_rates
 
 from rlframe.agents.qpg.sac_agent import SacAgent
 from rlframe.algos.qpg.base import SamplesToBufferTl
@@ -133,13 +132,6 @@ class PlainSac:
                     tp.lerp_(p, TAU)
 
 
-def rate(fn, updates: int) -> tuple[float, float]:
-    """Updates per second of wall time and of this process's CPU time."""
-    wall, cpu = time.perf_counter(), time.process_time()
-    fn()
-    return updates / (time.perf_counter() - wall), updates / (time.process_time() - cpu)
-
-
 def main(rounds: int, updates: int, threads: int) -> None:
     torch.set_num_threads(threads)
     torch.manual_seed(0)
@@ -166,17 +158,11 @@ def main(rounds: int, updates: int, threads: int) -> None:
 
     cases = dict(framework=framework_with_sampling, plain=plain_with_sampling,
                  framework_update=framework_update_only, plain_update=plain_update_only)
-    for fn in cases.values():  # Warm-up.
-        fn()
-    rates = {name: [] for name in cases}
-    for _ in range(rounds):
-        for name, fn in cases.items():
-            rates[name].append(rate(fn, updates))
+    rates = median_rates(cases, rounds, updates)
     print(f"SAC updates/s at batch {BATCH}, obs {OBS_DIM}, act {ACT_DIM}, hidden [256, 256], "
           f"{threads} torch thread(s), median of {rounds} rounds of {updates} updates")
     print("(per second of wall time, and of CPU time: the latter is steadier on a busy machine)")
-    for clock, i in (("wall", 0), ("cpu", 1)):
-        med = {name: statistics.median(r[i] for r in rs) for name, rs in rates.items()}
+    for clock, med in rates.items():
         for label, fw, pl in (("including replay sampling", "framework", "plain"),
                               ("excluding replay sampling", "framework_update", "plain_update")):
             print(f"  {clock:4s} {label}: framework {med[fw]:8.1f}   plain torch "

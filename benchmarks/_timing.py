@@ -1,0 +1,31 @@
+"""Timing shared by the update-rate benchmarks: alternating rounds, medians."""
+import statistics
+import time
+from typing import Callable
+
+
+def median_rates(cases: dict[str, Callable[[], None]], rounds: int,
+                 items: int) -> dict[str, dict[str, float]]:
+    """Items per second of each case, as medians over ``rounds``.
+
+    Every case runs once to warm up; then each round runs every case in turn, so
+    that machine load affects all of them alike.
+
+    Args:
+        cases: name -> a function that processes ``items`` items per call.
+
+    Returns:
+        ``{"wall": {name: rate}, "cpu": {name: rate}}``: per second of wall time,
+        and of this process's CPU time (steadier on a busy machine).
+    """
+    for fn in cases.values():
+        fn()
+    rates: dict[str, list[tuple[float, float]]] = {name: [] for name in cases}
+    for _ in range(rounds):
+        for name, fn in cases.items():
+            wall, cpu = time.perf_counter(), time.process_time()
+            fn()
+            rates[name].append((items / (time.perf_counter() - wall),
+                                items / (time.process_time() - cpu)))
+    return {clock: {name: statistics.median(r[i] for r in rs) for name, rs in rates.items()}
+            for i, clock in enumerate(("wall", "cpu"))}
