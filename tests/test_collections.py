@@ -101,3 +101,14 @@ def test_attrdict():
     with pytest.raises(AttributeError):
         _ = d.missing
     assert pickle.loads(pickle.dumps(d)) == d
+
+
+def test_dict_to_namedtuple_round_trip_nested():
+    from rlframe.utils.collections import dict_to_namedtuple, namedtuple_to_dict
+    d = {"a": 1, "inner": {"x": 2.5, "deeper": {"y": 3}}, "b": "s"}
+    nt = dict_to_namedtuple(d, "cfg")
+    assert nt._fields == ("a", "inner", "b")
+    assert type(nt.inner).__name__ == "cfg_inner"
+    assert type(nt.inner.deeper).__name__ == "cfg_inner_deeper"
+    assert nt.inner.deeper.y == 3
+    assert namedtuple_to_dict(nt) == d

@@ -606,7 +606,7 @@ def test_bad_arguments_raise_clear_errors():
 
 def test_dqn_needs_mid_batch_reset():
     agent = DqnAgent()
-    with pytest.raises(NotImplementedError, match="mid_batch_reset"):
+    with pytest.raises(ValueError, match="mid_batch_reset=False"):
         run_iterations(DQN(min_steps_learn=0, replay_size=100), agent, 1,
                        CollectorCls=CpuWaitResetCollector)
 

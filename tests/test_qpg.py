@@ -536,7 +536,7 @@ def test_bad_agent_arguments():
 
 def test_algo_needs_mid_batch_reset_and_timeout_info():
     agent = make_agent("sac")
-    with pytest.raises(ValueError, match="mid-batch"):
+    with pytest.raises(ValueError, match="mid_batch_reset=False"):
         SAC().initialize(agent, 1, BatchSpec(1, 1), mid_batch_reset=False, examples=examples())
     no_timeout = dict(examples(), env_info=namedtuple("EnvInfo", ["x"])(0))
     with pytest.raises(ValueError, match=r"bootstrap_timelimit=True\) needs env_info.timeout"):

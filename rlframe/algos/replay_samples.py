@@ -64,3 +64,13 @@ def choose_replay_class(given: type | None, default: Callable[[], type]) -> type
     logger.log(f"WARNING: ignoring the default replay buffer class; using {given.__name__} "
                "as given.")
     return given
+
+
+def check_mid_batch_reset(algo: Any, mid_batch_reset: bool) -> None:
+    """Raise unless the sampler resets envs mid-batch, as a step-stream replay needs."""
+    if not mid_batch_reset:
+        raise ValueError(
+            f"{type(algo).__name__} needs a sampler whose collector resets envs mid-batch "
+            "(mid_batch_reset=True, e.g. CpuResetCollector, the default), got "
+            "mid_batch_reset=False: its replay stores each env's steps as one continuous "
+            "stream.")

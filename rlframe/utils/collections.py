@@ -226,10 +226,11 @@ class AttrDict(dict):
 
 
 def dict_to_namedtuple(d: dict, typename: str = "nt") -> tuple:
-    """Convert a (nested) dict into (nested) namedtuples, keys sorted."""
+    """Convert a (nested) dict into (nested) namedtuples, fields in key order; a nested
+    dict under key ``k`` becomes a namedtuple type named ``<typename>_<k>``."""
     keys = tuple(d.keys())
     values = [dict_to_namedtuple(v, f"{typename}_{k}") if isinstance(v, dict) else v
-              for v in d.values()]
+              for k, v in d.items()]
     return namedtuple_cls(typename, keys, module=__name__)(*values)
 
 

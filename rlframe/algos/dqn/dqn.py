@@ -13,8 +13,9 @@ import torch.nn.functional as F
 
 from rlframe.algos.base import RlAlgorithm
 from rlframe.algos.replay_samples import (SamplesToBuffer, SamplesToBufferTl,  # noqa: F401
-                                          async_replay_class, check_replay_length,
-                                          choose_replay_class, replay_example, replay_samples)
+                                          async_replay_class, check_mid_batch_reset,
+                                          check_replay_length, choose_replay_class,
+                                          replay_example, replay_samples)
 from rlframe.replays.non_sequence.frame import (PrioritizedReplayFrameBuffer,
                                                 UniformReplayFrameBuffer)
 from rlframe.replays.non_sequence.prioritized import PrioritizedReplayBuffer
@@ -169,7 +170,7 @@ class DQN(RlAlgorithm):
     def initialize(self, agent: Any, n_itr: int, batch_spec: Any, mid_batch_reset: bool = False,
                    examples: dict | None = None, world_size: int = 1, rank: int = 0) -> None:
         """Schedule from the sampler batch size; build the replay buffer and optimizer."""
-        self._check_mid_batch_reset(mid_batch_reset)
+        check_mid_batch_reset(self, mid_batch_reset)
         self.agent = agent
         self.n_itr = n_itr
         self.mid_batch_reset = mid_batch_reset
@@ -186,7 +187,7 @@ class DQN(RlAlgorithm):
     def async_initialize(self, agent: Any, sampler_n_itr: int, batch_spec: Any,
                          mid_batch_reset: bool, examples: dict, world_size: int = 1) -> Any:
         """Asynchronous runners: build the shared replay (the optimizer comes later)."""
-        self._check_mid_batch_reset(mid_batch_reset)
+        check_mid_batch_reset(self, mid_batch_reset)
         self.agent = agent
         self.n_itr = sampler_n_itr
         self.mid_batch_reset = mid_batch_reset
@@ -203,13 +204,6 @@ class DQN(RlAlgorithm):
                                        **self.optim_kwargs)
         if self.initial_optim_state_dict is not None:
             self.optimizer.load_state_dict(self.initial_optim_state_dict)
-
-    def _check_mid_batch_reset(self, mid_batch_reset: bool) -> None:
-        if not mid_batch_reset:
-            raise NotImplementedError(
-                f"{type(self).__name__} needs a sampler that resets envs mid-batch "
-                "(collector with mid_batch_reset=True, e.g. CpuResetCollector, the default): "
-                "its replay stores each env's steps as one continuous stream.")
 
     def _set_schedules(self, agent: Any, sampler_bs: int) -> None:
         """Iteration counts of learning start, epsilon decay and beta annealing."""

@@ -10,7 +10,6 @@ from rlframe.algos.base import RlAlgorithm
 from rlframe.algos.utils import (discount_return, discount_return_tl,
                                  generalized_advantage_estimation,
                                  generalized_advantage_estimation_tl, valid_from_done)
-from rlframe.utils.checks import positive_int
 from rlframe.utils.collections import namedarraytuple
 from rlframe.utils.tensor import valid_mean
 
@@ -52,7 +51,8 @@ class PolicyGradientAlgo(RlAlgorithm):
         if self.learning_rate <= 0:
             raise ValueError(f"learning_rate must be positive, got {self.learning_rate}.")
 
-    def process_returns(self, samples: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    def process_returns(self, samples: Any
+                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Compute ``(return_ [T, B], advantage [T, B], valid [T, B] or None)``.
 
         Uses discounted returns when ``gae_lambda == 1``, else GAE, bootstrapping

@@ -24,8 +24,9 @@ import torch
 
 from rlframe.algos.base import RlAlgorithm
 from rlframe.algos.replay_samples import (SamplesToBuffer, SamplesToBufferTl,  # noqa: F401
-                                          async_replay_class, check_replay_length,
-                                          choose_replay_class, replay_example, replay_samples)
+                                          async_replay_class, check_mid_batch_reset,
+                                          check_replay_length, choose_replay_class,
+                                          replay_example, replay_samples)
 from rlframe.replays.non_sequence.time_limit import TlUniformReplayBuffer
 from rlframe.replays.non_sequence.uniform import UniformReplayBuffer
 from rlframe.utils.buffer import buffer_to
@@ -109,11 +110,7 @@ class QpgAlgoBase(RlAlgorithm):
 
     def _setup(self, agent: Any, n_itr: int, batch_spec: Any, mid_batch_reset: bool,
                examples: dict | None) -> None:
-        if not mid_batch_reset:
-            raise ValueError(
-                f"{type(self).__name__} needs a sampler whose collector resets envs mid-batch "
-                "(mid_batch_reset=True, e.g. CpuResetCollector, the default): its replay "
-                "stores each env's steps as one continuous stream.")
+        check_mid_batch_reset(self, mid_batch_reset)
         if examples is None:
             raise ValueError(f"{type(self).__name__}.initialize needs the sampler's examples "
                              "(one step of every field) to build its replay buffer.")
