@@ -567,3 +567,29 @@ def test_seeded_serial_sampler_with_sac_agent():
     assert not all(torch.equal(x, y) for x, y in zip(flat_leaves(further[0]),
                                                       flat_leaves(first[0][0])))
     sampler.shutdown()
+
+
+@pytest.mark.parametrize("name", ["sac", "td3"])
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_parallel_workers_see_when_learning_starts(name, start_method):
+    """The algorithm gives the agent min_itr_learn after the sampler started its
+    workers; their agent copies must still sample with the pre-training noise (here
+    none) before it, and with the learned / action noise from it on."""
+    from rlframe.samplers.parallel.cpu.sampler import CpuSampler
+    agent = SacAgent(pretrain_std=0.) if name == "sac" else Td3Agent(pretrain_std=0.)
+    sampler = CpuSampler(EnvCls=gym_make, env_kwargs=dict(id="Pendulum-v1"), batch_T=8,
+                         batch_B=2, max_decorrelation_steps=0, start_method=start_method)
+    sampler.initialize(agent, affinity=dict(workers_cpus=[0, 0]), seed=0)
+    try:
+        agent.give_min_itr_learn(3)
+        deterministic = []
+        for itr in (0, 3):
+            samples, _ = sampler.obtain_samples(itr)
+            obs = samples.env.observation
+            with torch.no_grad():
+                agent.eval_mode(itr)  # Noise-free actions of the same observations.
+                greedy = agent.step(obs, samples.agent.prev_action, samples.env.prev_reward)
+            deterministic.append(torch.allclose(samples.agent.action, greedy.action, atol=1e-6))
+    finally:
+        sampler.shutdown()
+    assert deterministic == [True, False]

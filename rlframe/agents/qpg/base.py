@@ -20,6 +20,8 @@ import numpy as np
 import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from rlframe.utils.buffer import np_mp_array
+from rlframe.utils.checks import as_int
 from rlframe.utils.collections import namedarraytuple
 
 AgentInfo = namedarraytuple("AgentInfo", ["mu"])
@@ -128,3 +130,26 @@ def chain_parameters(*models: torch.nn.Module) -> Iterable[torch.nn.Parameter]:
     """Parameters of every model in turn."""
     for model in models:
         yield from model.parameters()
+
+
+class LearningStartMixin:
+    """``min_itr_learn`` kept in shared memory.
+
+    The algorithm calls :meth:`give_min_itr_learn` after the sampler started
+    its workers, so a plain attribute would reach only the master's copy of the
+    agent; the workers' copies read this shared value instead. Subclasses call
+    :meth:`_init_learning_start` in ``__init__``.
+    """
+
+    def _init_learning_start(self) -> None:
+        self._min_itr_learn = np_mp_array(1, "int64")
+
+    @property
+    def min_itr_learn(self) -> int:
+        """Iteration at which learning starts (0 until the algorithm sets it)."""
+        return int(self._min_itr_learn[0])
+
+    def give_min_itr_learn(self, min_itr_learn: int) -> None:
+        """Iteration at which learning starts; sampling switches from the
+        pre-training noise to the agent's own from then on (in every worker)."""
+        self._min_itr_learn[0] = as_int("min_itr_learn", min_itr_learn, minimum=0)

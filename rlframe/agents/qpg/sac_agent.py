@@ -10,13 +10,12 @@ from typing import Any, Iterator, Sequence
 import torch
 
 from rlframe.agents.base import AgentStep, BaseAgent
-from rlframe.agents.qpg.base import (TargetPairs, chain_parameters,
+from rlframe.agents.qpg.base import (LearningStartMixin, TargetPairs, chain_parameters,
                                      check_continuous_action_space, unwrap, wrap_ddp)
 from rlframe.distributions.gaussian import DistInfoStd, Gaussian
 from rlframe.models.qpg.mlp import PiMlpModel, QofMuMlpModel
 from rlframe.models.utils import strip_ddp_state_dict
 from rlframe.utils.buffer import buffer_to
-from rlframe.utils.checks import as_int
 from rlframe.utils.collections import namedarraytuple
 
 MIN_LOG_STD = -20
@@ -28,7 +27,7 @@ Models = namedtuple("Models", ["pi", "q1", "q2"])
 """The trained networks of a :class:`SacAgent`."""
 
 
-class SacAgent(BaseAgent):
+class SacAgent(LearningStartMixin, BaseAgent):
     """Agent for SAC (Haarnoja et al., 2018): ``action = squash * tanh(u)``, ``u ~ N(mu, std)``.
 
     Models (built with ``observation_shape`` and ``action_size``):
@@ -78,7 +77,7 @@ class SacAgent(BaseAgent):
             raise ValueError(f"pretrain_std must be >= 0, got {pretrain_std}.")
         self.action_squash = action_squash
         self.pretrain_std = pretrain_std
-        self.min_itr_learn = 0
+        self._init_learning_start()
         self.action_bound: float = 1.
         self.q1_model: torch.nn.Module | None = None
         self.q2_model: torch.nn.Module | None = None
@@ -119,10 +118,6 @@ class SacAgent(BaseAgent):
         self.distribution = Gaussian(**dist_kwargs)
         # Training always uses the learned std, whatever mode the sampler left set.
         self._pi_distribution = Gaussian(**dist_kwargs)
-
-    def give_min_itr_learn(self, min_itr_learn: int) -> None:
-        """Iteration at which learning starts (sampling then uses the learned std)."""
-        self.min_itr_learn = as_int("min_itr_learn", min_itr_learn, minimum=0)
 
     @property
     def models(self) -> Models:

@@ -6,14 +6,13 @@ from typing import Any, Sequence
 
 import torch
 
-from rlframe.agents.qpg.base import wrap_ddp
+from rlframe.agents.qpg.base import LearningStartMixin, wrap_ddp
 from rlframe.agents.qpg.ddpg_agent import DdpgAgent
 from rlframe.distributions.gaussian import DistInfo, Gaussian
 from rlframe.models.utils import strip_ddp_state_dict
-from rlframe.utils.checks import as_int
 
 
-class Td3Agent(DdpgAgent):
+class Td3Agent(LearningStartMixin, DdpgAgent):
     """Agent for TD3 (Fujimoto et al., 2018).
 
     Adds a second critic ``q2_model`` (and ``target_q2_model``); the target
@@ -45,7 +44,7 @@ class Td3Agent(DdpgAgent):
         self.target_noise_std = target_noise_std
         self.target_noise_clip = target_noise_clip
         self.initial_q2_model_state_dict = initial_q2_model_state_dict
-        self.min_itr_learn = 0
+        self._init_learning_start()
         self.q2_model: torch.nn.Module | None = None
         self.target_q2_model: torch.nn.Module | None = None
         self.target_distribution: Gaussian | None = None
@@ -76,10 +75,6 @@ class Td3Agent(DdpgAgent):
         device_id = super().data_parallel()
         self.q2_model = wrap_ddp(self.q2_model, self.device)
         return device_id
-
-    def give_min_itr_learn(self, min_itr_learn: int) -> None:
-        """Iteration at which learning starts (sampling noise switches to ``action_std``)."""
-        self.min_itr_learn = as_int("min_itr_learn", min_itr_learn, minimum=0)
 
     def set_target_noise(self, std: float, noise_clip: float | None = None) -> None:
         """Set the target-smoothing noise (fractions of the action bound)."""
