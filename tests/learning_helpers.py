@@ -33,11 +33,12 @@ class EvalUntilThreshold(MinibatchRlEval):
 
 
 def train_until_threshold(threshold, algo, agent, sampler, n_steps, log_interval_steps, seed,
-                          name="learning"):
+                          name="learning", affinity=None):
     """Train with one torch thread until ``threshold`` or ``n_steps``; return the history."""
+    affinity = dict(master_torch_threads=1, **(affinity or {}))
     runner = EvalUntilThreshold(threshold=threshold, algo=algo, agent=agent, sampler=sampler,
                                 n_steps=n_steps, log_interval_steps=log_interval_steps,
-                                seed=seed, affinity=dict(master_torch_threads=1))
+                                seed=seed, affinity=affinity)
     n_threads = torch.get_num_threads()
     try:
         with logger_context(name, seed, name, {}, snapshot_mode="none"):
