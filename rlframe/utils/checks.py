@@ -1,6 +1,7 @@
 """Argument checks that fail early with messages naming the parameter and value."""
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Any
 
@@ -29,3 +30,16 @@ def as_int(name: str, value: Any, minimum: int | None = None) -> int:
 def positive_int(name: str, value: Any) -> int:
     """``as_int(name, value, minimum=1)``."""
     return as_int(name, value, minimum=1)
+
+
+def check_number(name: str, value: Any, low: float = 0., high: float = math.inf,
+                 low_open: bool = True) -> float:
+    """``value`` as a float in ``(low, high]`` (``[low, high]`` if not ``low_open``)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__}).")
+    value = float(value)
+    ok_low = low < value if low_open else low <= value
+    if not (ok_low and value <= high):
+        bracket = "(" if low_open else "["
+        raise ValueError(f"{name} must lie in {bracket}{low}, {high}], got {value}.")
+    return value

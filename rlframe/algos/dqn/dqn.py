@@ -22,7 +22,7 @@ from rlframe.replays.non_sequence.prioritized import PrioritizedReplayBuffer
 from rlframe.replays.non_sequence.time_limit import (TlPrioritizedReplayBuffer,
                                                      TlUniformReplayBuffer)
 from rlframe.replays.non_sequence.uniform import UniformReplayBuffer
-from rlframe.utils.checks import as_int, positive_int
+from rlframe.utils.checks import as_int, check_number, positive_int
 from rlframe.utils.logging import logger
 from rlframe.utils.tensor import select_at_indexes, valid_mean
 
@@ -42,16 +42,6 @@ def is_frame_stack(observation: Any) -> bool:
     """Whether an example observation looks like stacked uint8 frames [C, H, W]."""
     observation = np.asarray(observation)
     return observation.dtype == np.uint8 and observation.ndim == 3
-
-
-def check_fraction(name: str, value: float, low: float = 0., high: float = 1.,
-                   low_open: bool = False) -> float:
-    """``value`` as a float within ``[low, high]`` (``(low, high]`` if ``low_open``)."""
-    value = float(value)
-    if not (low < value if low_open else low <= value) or not value <= high:
-        bracket = "(" if low_open else "["
-        raise ValueError(f"{name} must lie in {bracket}{low}, {high}], got {value}.")
-    return value
 
 
 class DQN(RlAlgorithm):
@@ -119,7 +109,7 @@ class DQN(RlAlgorithm):
                  pri_beta_steps: int = int(50e6), default_priority: float | None = None,
                  ReplayBufferCls: type | None = None, updates_per_sync: int = 1,
                  bootstrap_timelimit: bool = True):
-        self.discount = check_fraction("discount", discount)
+        self.discount = check_number("discount", discount, high=1., low_open=False)
         self._batch_size = positive_int("batch_size", batch_size)
         self.min_steps_learn = as_int("min_steps_learn", min_steps_learn, minimum=0)
         if delta_clip is not None and not delta_clip > 0:
@@ -130,7 +120,7 @@ class DQN(RlAlgorithm):
         if not replay_ratio > 0:
             raise ValueError(f"replay_ratio must be positive, got {replay_ratio}.")
         self.replay_ratio = replay_ratio
-        self.target_update_tau = check_fraction("target_update_tau", target_update_tau,
+        self.target_update_tau = check_number("target_update_tau", target_update_tau,
                                                 low_open=True)
         self.target_update_interval = positive_int("target_update_interval",
                                                    target_update_interval)
@@ -146,9 +136,11 @@ class DQN(RlAlgorithm):
         self.eps_steps = as_int("eps_steps", eps_steps, minimum=0)
         self.double_dqn = double_dqn
         self.prioritized_replay = prioritized_replay
-        self.pri_alpha = check_fraction("pri_alpha", pri_alpha, high=float("inf"))
-        self.pri_beta_init = check_fraction("pri_beta_init", pri_beta_init)
-        self.pri_beta_final = check_fraction("pri_beta_final", pri_beta_final)
+        self.pri_alpha = check_number("pri_alpha", pri_alpha, low_open=False)
+        self.pri_beta_init = check_number("pri_beta_init", pri_beta_init, high=1.,
+                                          low_open=False)
+        self.pri_beta_final = check_number("pri_beta_final", pri_beta_final, high=1.,
+                                           low_open=False)
         self.pri_beta_steps = positive_int("pri_beta_steps", pri_beta_steps)
         if default_priority is None:
             default_priority = 1. if delta_clip is None else delta_clip

@@ -15,15 +15,14 @@ import numpy as np
 import torch
 
 from rlframe.agents.base import AgentInputs
-from rlframe.algos.dqn.dqn import (DQN, SamplesToBuffer, async_replay_class, check_fraction,
-                                   is_frame_stack)
+from rlframe.algos.dqn.dqn import DQN, SamplesToBuffer, async_replay_class, is_frame_stack
 from rlframe.algos.utils import discount_return_n_step, valid_from_done
 from rlframe.replays.sequence.frame import (PrioritizedSequenceReplayFrameBuffer,
                                             UniformSequenceReplayFrameBuffer)
 from rlframe.replays.sequence.prioritized import PrioritizedSequenceReplayBuffer
 from rlframe.replays.sequence.uniform import UniformSequenceReplayBuffer
 from rlframe.utils.buffer import buffer_func, buffer_method, buffer_to, torchify_buffer
-from rlframe.utils.checks import as_int, positive_int
+from rlframe.utils.checks import as_int, check_number, positive_int
 from rlframe.utils.collections import namedarraytuple
 from rlframe.utils.logging import logger
 from rlframe.utils.tensor import select_at_indexes, valid_mean
@@ -149,7 +148,7 @@ class R2D1(DQN):
             pri_beta_steps=pri_beta_steps, default_priority=default_priority,
             ReplayBufferCls=ReplayBufferCls, updates_per_sync=updates_per_sync,
             bootstrap_timelimit=False)
-        self.pri_eta = check_fraction("pri_eta", pri_eta)
+        self.pri_eta = check_number("pri_eta", pri_eta, high=1., low_open=False)
         self.input_priorities = input_priorities
         if input_priority_shift is None:
             input_priority_shift = (self.warmup_T // self.store_rnn_state_interval

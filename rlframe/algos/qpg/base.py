@@ -16,8 +16,6 @@ step of a terminated episode is trained toward its reward alone.
 """
 from __future__ import annotations
 
-import math
-import numbers
 from typing import Any
 
 import torch
@@ -30,21 +28,8 @@ from rlframe.algos.replay_samples import (SamplesToBuffer, SamplesToBufferTl,  #
 from rlframe.replays.non_sequence.time_limit import TlUniformReplayBuffer
 from rlframe.replays.non_sequence.uniform import UniformReplayBuffer
 from rlframe.utils.buffer import buffer_to
-from rlframe.utils.checks import as_int, positive_int
+from rlframe.utils.checks import as_int, check_number, positive_int
 from rlframe.utils.logging import logger
-
-def check_number(name: str, value: Any, low: float = 0., high: float = math.inf,
-                 low_open: bool = True) -> float:
-    """``value`` as a float in ``(low, high]`` (``[low, high]`` if not ``low_open``)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__}).")
-    value = float(value)
-    ok_low = low < value if low_open else low <= value
-    if not (ok_low and value <= high):
-        bracket = "(" if low_open else "["
-        raise ValueError(f"{name} must lie in {bracket}{low}, {high}], got {value}.")
-    return value
-
 
 def clip_grad_norm(parameters: list[torch.Tensor], max_norm: float) -> torch.Tensor:
     """Global gradient norm of ``parameters``, scaling the gradients down to

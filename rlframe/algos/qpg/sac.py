@@ -8,8 +8,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlframe.algos.qpg.base import (QpgAlgoBase, SamplesToBuffer, SamplesToBufferTl, check_number,
+from rlframe.algos.qpg.base import (QpgAlgoBase, SamplesToBuffer, SamplesToBufferTl,
                                    clip_grad_norm)
+from rlframe.utils.checks import check_number
 from rlframe.utils.tensor import valid_mean
 
 __all__ = ["SAC", "OptInfo", "SamplesToBuffer", "SamplesToBufferTl"]

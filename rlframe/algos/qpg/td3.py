@@ -5,7 +5,7 @@ from typing import Any
 
 import torch
 
-from rlframe.algos.qpg.base import check_number
+from rlframe.utils.checks import check_number
 from rlframe.algos.qpg.ddpg import DDPG, OptInfo
 from rlframe.utils.tensor import valid_mean
 
