@@ -1,4 +1,4 @@
-"""Torch helpers for leading dims, indexing, one-hot and masked means."""
+"""Torch helpers for leading dims, indexing, one-hot, masked means and gradient clipping."""
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -92,3 +92,16 @@ def restore_leading_dims(tensors: Any, lead_dim: int, T: int = 1, B: int = 1) ->
             raise ValueError("Unbatched input must give outputs with leading dim 1.")
         tensors = tuple(t.squeeze(0) for t in tensors)
     return tensors if is_seq else tensors[0]
+
+
+def clip_grad_norm(parameters: list[torch.Tensor], max_norm: float) -> torch.Tensor:
+    """Global gradient norm of ``parameters``, scaling the gradients down to
+    ``max_norm`` when it exceeds it (``torch.nn.utils.clip_grad_norm_`` always
+    rescales, which costs a pass over every gradient even when the factor is 1)."""
+    grads = [p.grad for p in parameters if p.grad is not None]
+    if not grads:
+        return torch.zeros(())
+    norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+    if norm > max_norm:
+        torch._foreach_mul_(grads, max_norm / (float(norm) + 1e-6))
+    return norm

@@ -24,7 +24,7 @@ from rlframe.replays.non_sequence.time_limit import (TlPrioritizedReplayBuffer,
 from rlframe.replays.non_sequence.uniform import UniformReplayBuffer
 from rlframe.utils.checks import as_int, check_number, positive_int
 from rlframe.utils.logging import logger
-from rlframe.utils.tensor import select_at_indexes, valid_mean
+from rlframe.utils.tensor import clip_grad_norm, select_at_indexes, valid_mean
 
 OptInfo = namedtuple("OptInfo", ["loss", "gradNorm", "tdAbsErr"])
 # Default replay classes keyed by (frame stacks, time-limit aware, prioritized).
@@ -268,8 +268,7 @@ class DQN(RlAlgorithm):
             self.optimizer.zero_grad()
             loss, td_abs_errors = self.loss(samples_from_replay)
             loss.backward()
-            grad_norm = torch.nn.utils.clip_grad_norm_(self._params,
-                                                       self.clip_grad_norm)
+            grad_norm = clip_grad_norm(self._params, self.clip_grad_norm)
             self.optimizer.step()
             if self.prioritized_replay:
                 self.replay_buffer.update_batch_priorities(td_abs_errors)

@@ -25,7 +25,7 @@ from rlframe.utils.buffer import buffer_func, buffer_method, buffer_to, torchify
 from rlframe.utils.checks import as_int, check_number, positive_int
 from rlframe.utils.collections import namedarraytuple
 from rlframe.utils.logging import logger
-from rlframe.utils.tensor import select_at_indexes, valid_mean
+from rlframe.utils.tensor import clip_grad_norm, select_at_indexes, valid_mean
 
 OptInfo = namedtuple("OptInfo", ["loss", "gradNorm", "tdAbsErr", "priority"])
 SamplesToBufferRnn = namedarraytuple("SamplesToBufferRnn",
@@ -289,8 +289,7 @@ class R2D1(DQN):
             self.optimizer.zero_grad()
             loss, td_abs_errors, priorities = self.loss(samples_from_replay)
             loss.backward()
-            grad_norm = torch.nn.utils.clip_grad_norm_(self._params,
-                                                       self.clip_grad_norm)
+            grad_norm = clip_grad_norm(self._params, self.clip_grad_norm)
             self.optimizer.step()
             if self.prioritized_replay:
                 self.replay_buffer.update_batch_priorities(priorities)

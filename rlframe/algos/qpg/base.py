@@ -31,19 +31,6 @@ from rlframe.utils.buffer import buffer_to
 from rlframe.utils.checks import as_int, check_number, positive_int
 from rlframe.utils.logging import logger
 
-def clip_grad_norm(parameters: list[torch.Tensor], max_norm: float) -> torch.Tensor:
-    """Global gradient norm of ``parameters``, scaling the gradients down to
-    ``max_norm`` when it exceeds it (``torch.nn.utils.clip_grad_norm_`` always
-    rescales, which costs a pass over every gradient even when the factor is 1)."""
-    grads = [p.grad for p in parameters if p.grad is not None]
-    if not grads:
-        return torch.zeros(())
-    norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
-    if norm > max_norm:
-        torch._foreach_mul_(grads, max_norm / (float(norm) + 1e-6))
-    return norm
-
-
 class QpgAlgoBase(RlAlgorithm):
     """Base of DDPG, TD3 and SAC: replay buffer, schedule and update loop.
 

@@ -6,10 +6,9 @@ from typing import Any
 
 import torch
 
-from rlframe.algos.qpg.base import (QpgAlgoBase, SamplesToBuffer, SamplesToBufferTl,
-                                   clip_grad_norm)
+from rlframe.algos.qpg.base import QpgAlgoBase, SamplesToBuffer, SamplesToBufferTl
 from rlframe.utils.checks import check_number, positive_int
-from rlframe.utils.tensor import valid_mean
+from rlframe.utils.tensor import clip_grad_norm, valid_mean
 
 __all__ = ["DDPG", "OptInfo", "SamplesToBuffer", "SamplesToBufferTl"]
 

@@ -8,10 +8,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlframe.algos.qpg.base import (QpgAlgoBase, SamplesToBuffer, SamplesToBufferTl,
-                                   clip_grad_norm)
+from rlframe.algos.qpg.base import QpgAlgoBase, SamplesToBuffer, SamplesToBufferTl
 from rlframe.utils.checks import check_number
-from rlframe.utils.tensor import valid_mean
+from rlframe.utils.tensor import clip_grad_norm, valid_mean
 
 __all__ = ["SAC", "OptInfo", "SamplesToBuffer", "SamplesToBufferTl"]
 
