@@ -1,3 +1,4 @@
+import csv
 import os
 
 import pytest
@@ -17,3 +18,10 @@ def run_dirs(root):
     for dirpath, dirnames, _ in os.walk(os.path.join(root, "data", "local")):
         found.extend(os.path.join(dirpath, d) for d in dirnames if d.startswith("run_"))
     return found
+
+
+def read_csv(path):
+    """``(header, rows)`` of a CSV file such as progress.csv."""
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    return rows[0], rows[1:]

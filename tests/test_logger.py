@@ -1,7 +1,6 @@
 """Logger, run-directory context and progress bar."""
 from __future__ import annotations
 
-import csv
 import glob
 import json
 import math
@@ -13,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import read_csv
 from rlframe.utils.logging import logger
 from rlframe.utils.logging.context import (add_exp_param, check_progress, get_log_dir,
                                            logger_context)
@@ -20,31 +20,12 @@ from rlframe.utils.prog_bar import ProgBarCounter
 
 
 @pytest.fixture(autouse=True)
-def restore_logger_state():
-    mode, gap, snapshot_dir = (logger.get_snapshot_mode(), logger.get_snapshot_gap(),
-                               logger.get_snapshot_dir())
-    yield
-    logger.dump_tabular()  # discard anything a failing test left pending (no outputs attached)
-    logger.set_snapshot_mode(mode)
-    logger.set_snapshot_gap(gap)
-    logger.set_snapshot_dir(snapshot_dir)
-    logger.set_log_tabular_only(False)
-    logger.enable()
-    logger.enable_tabular()
-
-
-@pytest.fixture
-def in_tmp(tmp_path, monkeypatch):
-    """Run in an empty working directory with no data-dir override."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("RLFRAME_DATA_DIR", raising=False)
-    return tmp_path
-
-
-def read_csv(path):
-    with open(path, newline="") as f:
-        rows = list(csv.reader(f))
-    return rows[0], rows[1:]
+def own_logger():
+    """Each test logs through a logger of its own, so nothing it sets outlives it."""
+    own = logger.Logger()
+    with logger.use_logger(own):
+        yield own
+    own.close()
 
 
 def tabular_output(path):
@@ -55,7 +36,7 @@ def tabular_output(path):
 
 # ----------------------------------------------------------------------------- context
 
-def test_context_creates_run_layout(in_tmp):
+def test_context_creates_run_layout(in_tmp_cwd):
     params = dict(game="pong", nested=dict(lr=1e-3, sizes=[64, 64]), fn=object(),
                   count=np.int64(3))
     with logger_context("example_1", 0, "dqn_pong", params, snapshot_mode="last") as run_dir:
@@ -66,7 +47,7 @@ def test_context_creates_run_layout(in_tmp):
         assert read_csv(os.path.join(run_dir, "progress.csv")) == (["Iteration"], [["0"]])
         logger.save_itr_params(0, dict(itr=0))
 
-    relative = os.path.relpath(run_dir, in_tmp)
+    relative = os.path.relpath(run_dir, in_tmp_cwd)
     assert re.fullmatch(r"data/local/\d{8}/\d{6}/example_1/run_0", relative.replace(os.sep, "/"))
     assert sorted(os.listdir(run_dir)) == ["debug.log", "params.json", "params.pkl",
                                            "progress.csv"]
@@ -80,35 +61,35 @@ def test_context_creates_run_layout(in_tmp):
     assert logger.get_snapshot_dir() is None
 
 
-def test_context_uses_data_dir_env_var(in_tmp, monkeypatch):
-    monkeypatch.setenv("RLFRAME_DATA_DIR", str(in_tmp / "elsewhere"))
+def test_context_uses_data_dir_env_var(in_tmp_cwd, monkeypatch):
+    monkeypatch.setenv("RLFRAME_DATA_DIR", str(in_tmp_cwd / "elsewhere"))
     with logger_context("exp", 3, "n") as run_dir:
         pass
-    relative = os.path.relpath(run_dir, in_tmp / "elsewhere").replace(os.sep, "/")
+    relative = os.path.relpath(run_dir, in_tmp_cwd / "elsewhere").replace(os.sep, "/")
     assert re.fullmatch(r"local/\d{8}/\d{6}/exp/run_3", relative)
-    assert not (in_tmp / "data").exists()
+    assert not (in_tmp_cwd / "data").exists()
 
 
-def test_context_keeps_paths_inside_root_or_with_override(in_tmp):
+def test_context_keeps_paths_inside_root_or_with_override(in_tmp_cwd):
     with logger_context("data/mine", 1, "n") as run_dir:
         pass
-    assert run_dir == str(in_tmp / "data" / "mine" / "run_1")
+    assert run_dir == str(in_tmp_cwd / "data" / "mine" / "run_1")
     with logger_context("outside", 2, "n", override_prefix=True) as run_dir:
         pass
-    assert run_dir == str(in_tmp / "outside" / "run_2")
+    assert run_dir == str(in_tmp_cwd / "outside" / "run_2")
     assert os.path.isfile(os.path.join(run_dir, "params.json"))
 
 
-def test_context_nests_absolute_path_outside_root(in_tmp):
-    outside = in_tmp / "abs"
+def test_context_nests_absolute_path_outside_root(in_tmp_cwd):
+    outside = in_tmp_cwd / "abs"
     with logger_context(str(outside), 0, "n") as run_dir:
         pass
-    assert run_dir.startswith(str(in_tmp / "data" / "local") + os.sep)
+    assert run_dir.startswith(str(in_tmp_cwd / "data" / "local") + os.sep)
     assert run_dir.endswith(os.path.join(str(outside).lstrip(os.sep), "run_0"))
     assert not outside.exists()
 
 
-def test_context_cleans_up_after_exception(in_tmp, capsys):
+def test_context_cleans_up_after_exception(in_tmp_cwd, capsys):
     with pytest.raises(RuntimeError, match="boom"):
         with logger_context("exp", 0, "crashy", snapshot_mode="all") as run_dir:
             logger.record_tabular("a", 1)
@@ -125,14 +106,14 @@ def test_context_cleans_up_after_exception(in_tmp, capsys):
     assert logger.get_snapshot_dir() is None
 
 
-def test_context_rejects_bad_snapshot_mode_before_creating_anything(in_tmp):
+def test_context_rejects_bad_snapshot_mode_before_creating_anything(in_tmp_cwd):
     with pytest.raises(ValueError, match="'last'.*'sometimes'"):
         with logger_context("exp", 0, "n", snapshot_mode="sometimes"):
             pass
-    assert not (in_tmp / "data").exists()
+    assert not (in_tmp_cwd / "data").exists()
 
 
-def test_summary_writer_writes_events(in_tmp):
+def test_summary_writer_writes_events(in_tmp_cwd):
     pytest.importorskip("tensorboard", reason="tensorboard extra not installed")
     with logger_context("tb", 0, "n", use_summary_writer=True) as run_dir:
         assert logger.get_tf_summary_writer() is not None
@@ -146,20 +127,20 @@ def test_summary_writer_writes_events(in_tmp):
     assert header[:3] == ["Loss", "Return/Average", "Return/Std"]
 
 
-def test_missing_tensorboard_raises_before_creating_anything(in_tmp, monkeypatch):
+def test_missing_tensorboard_raises_before_creating_anything(in_tmp_cwd, monkeypatch):
     monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)
     with pytest.raises(ImportError, match=re.escape("pip install rlframe[tensorboard]")):
         with logger_context("tb", 0, "n", use_summary_writer=True):
             pass
-    assert not (in_tmp / "data").exists()
+    assert not (in_tmp_cwd / "data").exists()
 
 
-def test_get_log_dir_add_exp_param_check_progress(in_tmp):
+def test_get_log_dir_add_exp_param_check_progress(in_tmp_cwd):
     dated = get_log_dir("a/b").replace(os.sep, "/")
-    assert re.fullmatch(re.escape(str(in_tmp / "data").replace(os.sep, "/"))
+    assert re.fullmatch(re.escape(str(in_tmp_cwd / "data").replace(os.sep, "/"))
                         + r"/local/\d{8}/\d{6}/a/b", dated)
-    assert get_log_dir("/abs/x", root_log_dir=str(in_tmp / "r"), date=False) == \
-        str(in_tmp / "r" / "local" / "abs" / "x")
+    assert get_log_dir("/abs/x", root_log_dir=str(in_tmp_cwd / "r"), date=False) == \
+        str(in_tmp_cwd / "r" / "local" / "abs" / "x")
 
     with logger_context("data/exp", 0, "n", dict(opt=dict(lr=1))) as run_dir:
         logger.record_tabular("x", 1)
@@ -167,16 +148,16 @@ def test_get_log_dir_add_exp_param_check_progress(in_tmp):
         logger.record_tabular("x", 2)
         logger.dump_tabular()
     params_path = os.path.join(run_dir, "params.json")
-    assert add_exp_param("seed", 7, exp_dir=str(in_tmp)) == [params_path]
-    assert add_exp_param("seed", 8, exp_dir=str(in_tmp)) == []  # kept without overwrite
-    add_exp_param("opt", dict(lr=2, eps=0.1), exp_dir=str(in_tmp))  # merges missing sub-keys
+    assert add_exp_param("seed", 7, exp_dir=str(in_tmp_cwd)) == [params_path]
+    assert add_exp_param("seed", 8, exp_dir=str(in_tmp_cwd)) == []  # kept without overwrite
+    add_exp_param("opt", dict(lr=2, eps=0.1), exp_dir=str(in_tmp_cwd))  # merges missing sub-keys
     with open(params_path) as f:
         params = json.load(f)
     assert params["seed"] == 7 and params["opt"] == dict(lr=1, eps=0.1)
-    add_exp_param("seed", 8, exp_dir=str(in_tmp), overwrite=True)
+    add_exp_param("seed", 8, exp_dir=str(in_tmp_cwd), overwrite=True)
     with open(params_path) as f:
         assert json.load(f)["seed"] == 8
-    assert check_progress(str(in_tmp)) == {os.path.join(run_dir, "progress.csv"): 2}
+    assert check_progress(str(in_tmp_cwd)) == {os.path.join(run_dir, "progress.csv"): 2}
 
 
 # ----------------------------------------------------------------------------- text log

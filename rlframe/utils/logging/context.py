@@ -1,9 +1,11 @@
 """Run directories: where an experiment's logs, parameters and snapshots go.
 
 ``logger_context`` creates ``<root>/local/<YYYYMMDD>/<HHMMSS>/<log_dir>/run_<run_ID>/``
-with ``params.json``, ``progress.csv`` and ``debug.log``, makes it the snapshot
-directory, and detaches everything again on exit. ``<root>`` is
-``$RLFRAME_DATA_DIR`` when set, else ``./data`` in the current working directory.
+with ``params.json``, ``progress.csv`` and ``debug.log`` and gives the run a
+logger of its own: a fresh ``logger.Logger`` writing to that directory is the
+current logger for the ``with`` block, and on exit its outputs are closed and
+the previously current logger is restored. ``<root>`` is ``$RLFRAME_DATA_DIR``
+when set, else ``./data`` in the current working directory.
 """
 from __future__ import annotations
 
@@ -96,16 +98,21 @@ def _write_json_atomic(path: str, data: Any) -> None:
 def logger_context(log_dir: str, run_ID: int, name: str, log_params: dict | None = None,
                    snapshot_mode: str = "none", override_prefix: bool = False,
                    use_summary_writer: bool = False) -> Iterator[str]:
-    """Attach a run directory to the logger for the duration of the ``with`` block.
+    """Log a run to its own directory through a fresh logger for the ``with`` block.
 
     The directory is ``<root>/local/<YYYYMMDD>/<HHMMSS>/<log_dir>/run_<run_ID>``,
     or ``<log_dir>/run_<run_ID>`` as given when ``override_prefix`` is set or
     ``log_dir`` already lies inside the root. It receives ``params.json``
     (``log_params`` plus ``name`` and ``run_ID``), ``progress.csv`` (one row per
     ``dump_tabular``), ``debug.log`` (every ``log`` line), snapshots, and
-    TensorBoard events when ``use_summary_writer`` is set. On exit, also after
-    an exception, the outputs are closed and the ``"<name>_<run_ID> "`` log
-    prefix is popped.
+    TensorBoard events when ``use_summary_writer`` is set.
+
+    Inside the block the module functions (``logger.log``, ``logger.record_tabular``,
+    ...) act on a new ``logger.Logger`` with the ``"<name>_<run_ID> "`` log prefix
+    and default settings, so settings such as ``logger.set_snapshot_gap`` belong
+    inside the block. On exit, also after an exception, its outputs are closed
+    and the previously current logger is current again: prefixes, a pending
+    tabular row or snapshot settings left by this run never reach the next one.
 
     Args:
         log_dir: experiment folder (relative paths nest under the root).
@@ -129,8 +136,9 @@ def logger_context(log_dir: str, run_ID: int, name: str, log_params: dict | None
             raise ImportError("use_summary_writer=True needs TensorBoard: "
                               "pip install rlframe[tensorboard]") from err
         summary_writer_cls = SummaryWriter
-    logger.set_snapshot_mode(snapshot_mode)  # validates before anything is created
-    logger.set_log_tabular_only(False)
+    run_logger = logger.Logger()
+    run_logger.set_snapshot_mode(snapshot_mode)  # validates before anything is created
+    run_logger.set_log_tabular_only(False)
 
     run_dir = os.path.join(log_dir, f"run_{run_ID}")
     root = _data_root()
@@ -139,43 +147,30 @@ def logger_context(log_dir: str, run_ID: int, name: str, log_params: dict | None
     if relocated:
         exp_dir = get_log_dir(run_dir, root_log_dir=root)
     params_path = os.path.join(exp_dir, "params.json")
-    tabular_path = os.path.join(exp_dir, "progress.csv")
-    text_path = os.path.join(exp_dir, "debug.log")
 
-    previous_snapshot_dir = logger.get_snapshot_dir()
-    prefix_pushed = False
-    writer = None
     try:
-        os.makedirs(exp_dir, exist_ok=True)
-        logger.set_snapshot_dir(exp_dir)
-        logger.add_text_output(text_path)
-        logger.add_tabular_output(tabular_path)
-        logger.push_prefix(f"{name}_{run_ID} ")
-        prefix_pushed = True
-        if summary_writer_cls is not None:
-            writer = summary_writer_cls(exp_dir)
-            logger.set_tf_summary_writer(writer)
-            logger.set_tf_summary_dir(exp_dir)
-        if log_params is None:
-            log_params = {}
-        log_params["name"] = name
-        log_params["run_ID"] = run_ID
-        _write_json_atomic(params_path, _jsonable(log_params))
-        if relocated and os.path.isabs(log_dir):
-            logger.log(f"log_dir {log_dir!r} is outside the data root {root}, so it was nested "
-                       "under it; pass override_prefix=True to write to it as is.")
-        logger.log(f"Run directory: {exp_dir}")
-        yield exp_dir
+        with logger.use_logger(run_logger):
+            os.makedirs(exp_dir, exist_ok=True)
+            run_logger.set_snapshot_dir(exp_dir)
+            run_logger.add_text_output(os.path.join(exp_dir, "debug.log"))
+            run_logger.add_tabular_output(os.path.join(exp_dir, "progress.csv"))
+            run_logger.push_prefix(f"{name}_{run_ID} ")
+            if summary_writer_cls is not None:
+                run_logger.set_tf_summary_writer(summary_writer_cls(exp_dir))
+                run_logger.set_tf_summary_dir(exp_dir)
+            if log_params is None:
+                log_params = {}
+            log_params["name"] = name
+            log_params["run_ID"] = run_ID
+            _write_json_atomic(params_path, _jsonable(log_params))
+            if relocated and os.path.isabs(log_dir):
+                run_logger.log(f"log_dir {log_dir!r} is outside the data root {root}, so it "
+                               "was nested under it; pass override_prefix=True to write to "
+                               "it as is.")
+            run_logger.log(f"Run directory: {exp_dir}")
+            yield exp_dir
     finally:
-        if writer is not None:
-            logger.set_tf_summary_writer(None)
-            logger.set_tf_summary_dir(None)
-            writer.close()
-        logger.remove_tabular_output(tabular_path)
-        logger.remove_text_output(text_path)
-        if prefix_pushed:
-            logger.pop_prefix()
-        logger.set_snapshot_dir(previous_snapshot_dir)
+        run_logger.close()  # the summary writer too
 
 
 def add_exp_param(param_name: str, param_val: Any, exp_dir: str | None = None,
