@@ -5,13 +5,14 @@ import signal
 import threading
 import time
 from collections import deque
-from typing import Any
+from typing import Any, Sequence
 
 import psutil
 
 from rlframe.runners.base import BaseRunner
+from rlframe.runners.callbacks import Callback, check_callbacks
 from rlframe.utils.checks import as_int, positive_int
-from rlframe.utils.launching.affinity import check_affinity, set_cpu_affinity, set_torch_threads
+from rlframe.utils.launching.pinning import check_affinity, set_cpu_affinity, set_torch_threads
 from rlframe.utils.logging import logger
 from rlframe.utils.prog_bar import ProgBarCounter
 from rlframe.utils.seed import make_seed, set_seed
@@ -22,7 +23,11 @@ def _raise_system_exit(signum: int, frame: Any) -> None:
 
 
 class MinibatchRlBase(BaseRunner):
-    """Startup, iteration count, diagnostics and snapshots shared by minibatch runners.
+    """The train loop, startup, diagnostics and snapshots shared by minibatch runners.
+
+    Subclasses differ only in two hooks: :meth:`before_training` (e.g. evaluate
+    the untrained agent) and :meth:`at_log_point` (what is logged every
+    ``log_interval_itrs`` iterations).
 
     Args:
         algo: the algorithm (``initialize``/``optimize_agent``).
@@ -32,13 +37,16 @@ class MinibatchRlBase(BaseRunner):
         seed: random seed (None: made from the clock and the process id).
         affinity: e.g. ``dict(master_cpus=[0], master_torch_threads=1, cuda_idx=None)``.
         log_interval_steps: env steps between diagnostics rows.
+        callbacks: :class:`~rlframe.runners.callbacks.Callback` objects (or any
+            objects with some of its methods), called in list order.
     """
 
     _eval = False
 
     def __init__(self, algo: Any, agent: Any, sampler: Any, n_steps: int | float,
                  seed: int | None = None, affinity: dict | None = None,
-                 log_interval_steps: int | float = 1e5):
+                 log_interval_steps: int | float = 1e5,
+                 callbacks: Sequence[Callback] | None = None):
         self.algo = algo
         self.agent = agent
         self.sampler = sampler
@@ -47,6 +55,9 @@ class MinibatchRlBase(BaseRunner):
         self.affinity = check_affinity(affinity)
         self.log_interval_steps = positive_int("log_interval_steps", log_interval_steps)
         self.min_itr_learn = getattr(algo, "min_itr_learn", 0)
+        self.callbacks = check_callbacks(callbacks)
+        self._stop_reason: str | None = None
+        self._callbacks_started = False
         self._check_agent_env()
 
     def _check_agent_env(self) -> None:
@@ -61,9 +72,58 @@ class MinibatchRlBase(BaseRunner):
         finally:
             env.close()
 
+    def train(self) -> None:
+        """Run ``n_itr`` iterations of sample → optimize, logging every interval.
+
+        A callback's ``on_log`` returning False ends the run after that log
+        point; ``shutdown()`` runs however the loop ends.
+        """
+        try:
+            n_itr = self.startup()
+            self.before_training()
+            for itr in range(n_itr):
+                if self.stop_requested:
+                    break
+                logger.set_iteration(itr)
+                with logger.prefix(f"itr #{itr} "):
+                    self.agent.sample_mode(itr)
+                    samples, traj_infos = self.sampler.obtain_samples(itr)
+                    self.agent.train_mode(itr)
+                    opt_info = self.algo.optimize_agent(itr, samples)
+                    self.store_diagnostics(itr, traj_infos, opt_info)
+                    self._call_callbacks("on_iteration_end", itr, samples, opt_info)
+                    if (itr + 1) % self.log_interval_itrs == 0:
+                        self.at_log_point(itr)
+            self._completed = True
+        finally:
+            self.shutdown()
+
+    def before_training(self) -> None:
+        """Hook run once after startup, before the first iteration (default: nothing)."""
+
+    def at_log_point(self, itr: int) -> None:
+        """Hook run every ``log_interval_itrs`` iterations: write a diagnostics row."""
+        raise NotImplementedError
+
+    @property
+    def stop_requested(self) -> bool:
+        """Whether a callback asked to end the run at the last log point."""
+        return self._stop_reason is not None
+
+    def _call_callbacks(self, method: str, *args: Any) -> list[Callback]:
+        """Call ``method(self, *args)`` on every callback; returns those that returned False."""
+        returned_false = []
+        for callback in self.callbacks:
+            fn = getattr(callback, method, None)
+            if fn is not None and fn(self, *args) is False:
+                returned_false.append(callback)
+        return returned_false
+
     def startup(self) -> int:
-        """Pin the process, seed, initialize sampler, agent and algo; returns n_itr."""
+        """Pin, seed, initialize sampler, agent and algo, start callbacks; returns n_itr."""
         self._completed = False
+        self._stop_reason = None
+        self._callbacks_started = False
         self._install_sigterm_handler()
         p = psutil.Process()
         if self.affinity.get("master_cpus") is not None and self.affinity.get("set_affinity", True):
@@ -92,10 +152,12 @@ class MinibatchRlBase(BaseRunner):
         # Algorithms set min_itr_learn in initialize(); read it only now.
         self.min_itr_learn = getattr(self.algo, "min_itr_learn", 0)
         self.initialize_logging()
+        self._callbacks_started = True
+        self._call_callbacks("on_startup")
         return n_itr
 
     def get_traj_info_kwargs(self) -> dict:
-        """Class attributes set on the sampler's TrajInfoCls (``_discount``)."""
+        """Keyword arguments of every TrajInfo the sampler builds (``discount``)."""
         return dict(discount=getattr(self.algo, "discount", 1))
 
     def get_n_itr(self) -> int:
@@ -118,16 +180,23 @@ class MinibatchRlBase(BaseRunner):
         self.pbar: ProgBarCounter | None = None
 
     def shutdown(self) -> None:
-        """Stop the progress bar and the sampler (also after errors and Ctrl-C)."""
-        if getattr(self, "_completed", False):
+        """Stop the progress bar, callbacks and sampler (also after errors and Ctrl-C)."""
+        if self.stop_requested:
+            logger.log("Training stopped by a callback.")
+        elif getattr(self, "_completed", False):
             logger.log("Training complete.")
         else:
             logger.log("Training stopped early; shutting down.")
         self._stop_pbar()
         try:
-            self.sampler.shutdown()
+            if self._callbacks_started:
+                self._callbacks_started = False
+                self._call_callbacks("on_shutdown")
         finally:
-            self._restore_sigterm_handler()
+            try:
+                self.sampler.shutdown()
+            finally:
+                self._restore_sigterm_handler()
 
     def _install_sigterm_handler(self) -> None:
         """Turn SIGTERM into SystemExit so that shutdown() runs and stops workers."""
@@ -171,7 +240,12 @@ class MinibatchRlBase(BaseRunner):
             self.pbar.update((itr % self.log_interval_itrs) + 1)
 
     def log_diagnostics(self, itr: int, traj_infos: list | None = None, eval_time: float = 0,
-                        prefix: str = "Diagnostics/") -> None:
+                        prefix: str = "Diagnostics/") -> dict[str, Any]:
+        """Save the snapshot, write one diagnostics row and hand it to the callbacks.
+
+        Returns:
+            the row, keyed like progress.csv's columns.
+        """
         self._stop_pbar()
         if itr >= self.min_itr_learn - 1:
             self.save_itr_snapshot(itr)
@@ -200,20 +274,27 @@ class MinibatchRlBase(BaseRunner):
             logger.record_tabular("ReplayRatio", replay_ratio)
             logger.record_tabular("CumReplayRatio", cum_replay_ratio)
         self._log_infos(traj_infos)
-        logger.dump_tabular(with_prefix=False)
+        diagnostics = logger.dump_tabular(with_prefix=False)
 
         self._last_time = new_time
         self._last_update_counter = self.algo.update_counter
-        if itr < self.n_itr - 1:
+        stopped_by = self._call_callbacks("on_log", itr, diagnostics)
+        if stopped_by:
+            names = ", ".join(repr(callback) for callback in stopped_by)
+            self._stop_reason = f"{names} returned False from on_log at iteration {itr}"
+            logger.log(f"Stopping the run: {self._stop_reason}.")
+        elif itr < self.n_itr - 1:
             logger.log(f"Optimizing over {self.log_interval_itrs} iterations.")
             self._start_pbar()
+        return diagnostics
 
     def _log_infos(self, traj_infos: list | None = None) -> None:
         """Misc stats of every trajectory field and every opt-info field."""
         if traj_infos is None:
             traj_infos = self._traj_infos
         # With no completed trajectory, log NaN columns so progress.csv keeps one schema.
-        keys = traj_infos[0].keys() if traj_infos else self.sampler.TrajInfoCls().keys()
+        keys = (traj_infos[0].keys() if traj_infos
+                else self.sampler.TrajInfoCls(**self.sampler.traj_info_kwargs).keys())
         for k in keys:
             if not k.startswith("_"):
                 logger.record_tabular_misc_stat(k, [info[k] for info in traj_infos])
@@ -234,23 +315,9 @@ class MinibatchRl(MinibatchRlBase):
         super().__init__(**kwargs)
         self.log_traj_window = positive_int("log_traj_window", log_traj_window)
 
-    def train(self) -> None:
-        """Run ``n_itr`` iterations of sample → optimize, logging every interval."""
-        try:
-            n_itr = self.startup()
-            for itr in range(n_itr):
-                logger.set_iteration(itr)
-                with logger.prefix(f"itr #{itr} "):
-                    self.agent.sample_mode(itr)
-                    samples, traj_infos = self.sampler.obtain_samples(itr)
-                    self.agent.train_mode(itr)
-                    opt_info = self.algo.optimize_agent(itr, samples)
-                    self.store_diagnostics(itr, traj_infos, opt_info)
-                    if (itr + 1) % self.log_interval_itrs == 0:
-                        self.log_diagnostics(itr)
-            self._completed = True
-        finally:
-            self.shutdown()
+    def at_log_point(self, itr: int) -> None:
+        """Log the window of recent training trajectories."""
+        self.log_diagnostics(itr)
 
     def initialize_logging(self) -> None:
         self._traj_infos = deque(maxlen=self.log_traj_window)
@@ -264,13 +331,13 @@ class MinibatchRl(MinibatchRlBase):
         self._traj_infos.extend(traj_infos)
         super().store_diagnostics(itr, traj_infos, opt_info)
 
-    def log_diagnostics(self, itr: int, prefix: str = "Diagnostics/") -> None:
+    def log_diagnostics(self, itr: int, prefix: str = "Diagnostics/") -> dict[str, Any]:
         with logger.tabular_prefix(prefix):
             logger.record_tabular("NewCompletedTrajs", self._new_completed_trajs)
             logger.record_tabular("StepsInTrajWindow",
                                   sum(info["Length"] for info in self._traj_infos))
-        super().log_diagnostics(itr, list(self._traj_infos), prefix=prefix)
         self._new_completed_trajs = 0
+        return super().log_diagnostics(itr, list(self._traj_infos), prefix=prefix)
 
 
 class MinibatchRlEval(MinibatchRlBase):
@@ -278,27 +345,15 @@ class MinibatchRlEval(MinibatchRlBase):
 
     _eval = True
 
-    def train(self) -> None:
-        """Evaluate, then run ``n_itr`` iterations, evaluating at every log interval."""
-        try:
-            n_itr = self.startup()
-            with logger.prefix("itr #0 "):
-                eval_traj_infos, eval_time = self.evaluate_agent(0)
-                self.log_diagnostics(0, eval_traj_infos, eval_time)
-            for itr in range(n_itr):
-                logger.set_iteration(itr)
-                with logger.prefix(f"itr #{itr} "):
-                    self.agent.sample_mode(itr)
-                    samples, traj_infos = self.sampler.obtain_samples(itr)
-                    self.agent.train_mode(itr)
-                    opt_info = self.algo.optimize_agent(itr, samples)
-                    self.store_diagnostics(itr, traj_infos, opt_info)
-                    if (itr + 1) % self.log_interval_itrs == 0:
-                        eval_traj_infos, eval_time = self.evaluate_agent(itr)
-                        self.log_diagnostics(itr, eval_traj_infos, eval_time)
-            self._completed = True
-        finally:
-            self.shutdown()
+    def before_training(self) -> None:
+        """Evaluate the untrained agent: the first row (``Iteration`` 0)."""
+        with logger.prefix("itr #0 "):
+            self.at_log_point(0)
+
+    def at_log_point(self, itr: int) -> None:
+        """Evaluate the agent and log its evaluation trajectories."""
+        eval_traj_infos, eval_time = self.evaluate_agent(itr)
+        self.log_diagnostics(itr, eval_traj_infos, eval_time)
 
     def evaluate_agent(self, itr: int) -> tuple[list, float]:
         """Run the sampler's evaluation; returns ``(traj_infos, seconds)``."""
@@ -318,7 +373,7 @@ class MinibatchRlEval(MinibatchRlBase):
         self._cum_eval_time = 0.
 
     def log_diagnostics(self, itr: int, eval_traj_infos: list, eval_time: float,
-                        prefix: str = "Diagnostics/") -> None:
+                        prefix: str = "Diagnostics/") -> dict[str, Any]:
         if not eval_traj_infos:
             logger.log("WARNING: had no complete trajectories in eval.")
         steps_in_eval = sum(info["Length"] for info in eval_traj_infos)
@@ -327,6 +382,6 @@ class MinibatchRlEval(MinibatchRlBase):
             logger.record_tabular("TrajsInEval", len(eval_traj_infos))
             self._cum_eval_time += eval_time
             logger.record_tabular("CumEvalTime", self._cum_eval_time)
-        super().log_diagnostics(itr, eval_traj_infos, eval_time, prefix=prefix)
+        return super().log_diagnostics(itr, eval_traj_infos, eval_time, prefix=prefix)
 
 

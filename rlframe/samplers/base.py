@@ -19,7 +19,8 @@ class BaseSampler:
         CollectorCls: collector class; its ``mid_batch_reset`` decides whether
             envs reset inside a batch.
         max_decorrelation_steps: max random steps taken by each env at start.
-        TrajInfoCls: trajectory statistics class.
+        TrajInfoCls: trajectory statistics class; every instance is built as
+            ``TrajInfoCls(**traj_info_kwargs)`` with the kwargs given to ``initialize``.
         eval_n_envs: evaluation envs (0: no evaluation).
         eval_CollectorCls: evaluation collector class.
         eval_env_kwargs: keyword arguments for evaluation envs (required with eval_n_envs).
@@ -47,6 +48,7 @@ class BaseSampler:
         self.max_decorrelation_steps = as_int("max_decorrelation_steps",
                                               max_decorrelation_steps, minimum=0)
         self.TrajInfoCls = TrajInfoCls
+        self.traj_info_kwargs: dict = {}  # Set by initialize().
         self.eval_n_envs = as_int("eval_n_envs", eval_n_envs, minimum=0)
         self.eval_CollectorCls = eval_CollectorCls
         self.eval_env_kwargs = eval_env_kwargs
@@ -76,6 +78,17 @@ class BaseSampler:
             for kwargs in (self.env_kwargs, self.eval_env_kwargs):
                 if kwargs and "id" in kwargs:
                     check_env_id(kwargs["id"])
+
+    def _set_traj_info_kwargs(self, traj_info_kwargs: dict | None) -> None:
+        """Keep the keyword arguments of every TrajInfo; check that TrajInfoCls takes them."""
+        self.traj_info_kwargs = dict(traj_info_kwargs or {})
+        try:
+            self.TrajInfoCls(**self.traj_info_kwargs)
+        except TypeError as e:
+            raise TypeError(
+                f"TrajInfoCls={self.TrajInfoCls.__name__} must accept the keyword arguments "
+                f"traj_info_kwargs={self.traj_info_kwargs}: define __init__(self, **kwargs) "
+                f"and call super().__init__(**kwargs). ({e})") from e
 
     @property
     def batch_size(self) -> int:

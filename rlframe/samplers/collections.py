@@ -29,18 +29,25 @@ class TrajInfo(AttrDict):
     """Running statistics of one trajectory; keys are logged when it completes.
 
     Keys starting with ``_`` are bookkeeping and never logged. Subclass it to
-    log more (override :meth:`step`, call ``super().step``). Samplers set the
-    class attribute ``_discount`` from the algorithm's ``discount``.
+    log more: override :meth:`step` and call ``super().step``; a subclass that
+    defines ``__init__`` takes ``**kwargs`` and passes them to
+    ``super().__init__(**kwargs)``, so that the sampler's ``traj_info_kwargs``
+    (e.g. ``discount``) reach this class.
+
+    Args:
+        discount: discount of ``DiscountedReturn``, stored on the instance as
+            ``_discount`` (samplers pass the algorithm's ``discount``).
+        **kwargs: initial keys, as for any AttrDict.
     """
 
-    _discount: float = 1.0  # class attribute, not a key
-
-    def __init__(self, **kwargs: Any):
+    def __init__(self, discount: float = 1.0, **kwargs: Any):
         super().__init__(**kwargs)
         self.Length = 0
         self.Return = 0
         self.NonzeroRewards = 0
         self.DiscountedReturn = 0
+        # Per instance, not per class: two samplers in one process may use two discounts.
+        self._discount = discount
         self._cur_discount = 1
 
     def step(self, observation: Any, action: Any, reward: Any, done: Any,
@@ -52,7 +59,7 @@ class TrajInfo(AttrDict):
         self["Return"] += reward
         self["NonzeroRewards"] += reward != 0
         self["DiscountedReturn"] += self["_cur_discount"] * reward
-        self["_cur_discount"] *= self._discount
+        self["_cur_discount"] *= self["_discount"]
 
     def terminate(self, observation: Any) -> "TrajInfo":
         """Finish the trajectory; returns itself for the completed list."""

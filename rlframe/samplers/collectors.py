@@ -24,13 +24,15 @@ class BaseCollector:
         step_buffer_np: per-step shared buffer of GPU samplers.
         global_B: total envs across all workers and ranks.
         env_ranks: global indexes of this collector's envs.
+        traj_info_kwargs: keyword arguments of every TrajInfo (e.g. ``discount``).
     """
 
     mid_batch_reset: bool = True
 
     def __init__(self, rank: int, envs: Sequence[Any], samples_np: Any, batch_T: int,
                  TrajInfoCls: type, agent: Any = None, sync: Any = None,
-                 step_buffer_np: Any = None, global_B: int = 1, env_ranks: Any = None):
+                 step_buffer_np: Any = None, global_B: int = 1, env_ranks: Any = None,
+                 traj_info_kwargs: dict | None = None):
         self.rank = rank
         self.envs = envs
         self.samples_np = samples_np
@@ -41,6 +43,7 @@ class BaseCollector:
         self.step_buffer_np = step_buffer_np
         self.global_B = global_B
         self.env_ranks = env_ranks
+        self.traj_info_kwargs = dict(traj_info_kwargs or {})
 
     def start_envs(self, max_decorrelation_steps: int = 0) -> tuple[AgentInputs, list]:
         """Reset envs; returns ``(AgentInputs [B], traj_infos)``."""
@@ -63,11 +66,23 @@ class BaseCollector:
 
 
 class BaseEvalCollector:
-    """Runs evaluation episodes; parallel variants report through a queue."""
+    """Runs evaluation episodes; parallel variants report through a queue.
+
+    Args:
+        rank: worker rank.
+        envs: evaluation envs of this worker.
+        TrajInfoCls: trajectory statistics class.
+        traj_infos_queue: where completed TrajInfos go (then a ``None`` sentinel).
+        max_T: max time steps per evaluation.
+        agent: acting agent (None when the master acts).
+        sync: shared control values of parallel samplers.
+        step_buffer_np: per-step shared buffer of GPU samplers.
+        traj_info_kwargs: keyword arguments of every TrajInfo (e.g. ``discount``).
+    """
 
     def __init__(self, rank: int, envs: Sequence[Any], TrajInfoCls: type,
                  traj_infos_queue: Any, max_T: int, agent: Any = None, sync: Any = None,
-                 step_buffer_np: Any = None):
+                 step_buffer_np: Any = None, traj_info_kwargs: dict | None = None):
         self.rank = rank
         self.envs = envs
         self.TrajInfoCls = TrajInfoCls
@@ -76,6 +91,7 @@ class BaseEvalCollector:
         self.agent = agent
         self.sync = sync
         self.step_buffer_np = step_buffer_np
+        self.traj_info_kwargs = dict(traj_info_kwargs or {})
 
     def collect_evaluation(self, itr: int) -> Any:
         raise NotImplementedError
@@ -102,7 +118,7 @@ class DecorrelatingStartCollector(BaseCollector):
     """
 
     def start_envs(self, max_decorrelation_steps: int = 0) -> tuple[AgentInputs, list]:
-        traj_infos = [self.TrajInfoCls() for _ in range(len(self.envs))]
+        traj_infos = [self.TrajInfoCls(**self.traj_info_kwargs) for _ in range(len(self.envs))]
         observation, prev_action, prev_reward = reset_envs(self.envs)
         if self.rank == 0:
             logger.log(f"Sampler decorrelating envs, max steps: {max_decorrelation_steps}")
@@ -116,7 +132,7 @@ class DecorrelatingStartCollector(BaseCollector):
                     traj_infos[b].step(o, a, r, d, None, info)
                     if getattr(info, "traj_done", d):
                         o = env.reset()
-                        traj_infos[b] = self.TrajInfoCls()
+                        traj_infos[b] = self.TrajInfoCls(**self.traj_info_kwargs)
                     if d:
                         a = null_action
                         r = 0
@@ -129,11 +145,12 @@ class DecorrelatingStartCollector(BaseCollector):
 
 def step_eval_envs(envs: Sequence[Any], agent: Any, TrajInfoCls: type, traj_infos: list,
                    observation: Any, action: np.ndarray, reward: np.ndarray,
-                   agent_info: Any) -> list:
+                   agent_info: Any, traj_info_kwargs: dict | None = None) -> list:
     """Step every evaluation env once with ``action`` [B], updating inputs in place.
 
-    Envs whose trajectory ended are reset; the agent's state is reset where
-    ``done``, with a null action and zero reward as the next inputs.
+    Envs whose trajectory ended are reset (with a new ``TrajInfoCls(**traj_info_kwargs)``);
+    the agent's state is reset where ``done``, with a null action and zero reward
+    as the next inputs.
 
     Returns:
         the TrajInfos completed on this step.
@@ -144,7 +161,7 @@ def step_eval_envs(envs: Sequence[Any], agent: Any, TrajInfoCls: type, traj_info
         traj_infos[b].step(observation[b], action[b], r, d, agent_info[b], env_info)
         if getattr(env_info, "traj_done", d):
             completed.append(traj_infos[b].terminate(o))
-            traj_infos[b] = TrajInfoCls()
+            traj_infos[b] = TrajInfoCls(**(traj_info_kwargs or {}))
             o = env.reset()
         if d:
             action[b] = 0

@@ -22,7 +22,7 @@ from rlframe.samplers.base import BaseSampler
 from rlframe.samplers.buffer import build_samples_buffer
 from rlframe.samplers.parallel.worker import POLL_S, sampling_process
 from rlframe.utils.collections import AttrDict
-from rlframe.utils.launching.affinity import check_workers_cpus
+from rlframe.utils.launching.pinning import check_workers_cpus
 from rlframe.utils.logging import logger
 from rlframe.utils.synchronize import drain_queue
 
@@ -73,6 +73,7 @@ class ParallelSamplerBase(BaseSampler):
             examples dict (one step's outputs).
         """
         affinity = {} if affinity is None else affinity
+        self._set_traj_info_kwargs(traj_info_kwargs)
         workers_cpus = check_workers_cpus(affinity, alternating=self.alternating)
         n_worker = len(workers_cpus)
         B = self.batch_spec.B
@@ -99,9 +100,6 @@ class ParallelSamplerBase(BaseSampler):
             agent, env, self.batch_spec, bootstrap_value, agent_shared=True, env_shared=True,
             subprocess=False)
         env.close()
-        if traj_info_kwargs:
-            for k, v in traj_info_kwargs.items():
-                setattr(self.TrajInfoCls, "_" + k, v)
         self.agent = agent
         self.samples_pyt, self.samples_np = samples_pyt, samples_np
         self.examples = examples
@@ -131,7 +129,7 @@ class ParallelSamplerBase(BaseSampler):
         self.sync = AttrDict(stop_eval=self.ctx.RawValue("b", False))
         self._build_parallel_ctrl(n_worker)
 
-        common_kwargs = self._assemble_common_kwargs(affinity, traj_info_kwargs)
+        common_kwargs = self._assemble_common_kwargs(affinity, self.traj_info_kwargs)
         workers_kwargs = self._assemble_workers_kwargs(affinity, workers_cpus, seed,
                                                        env_rank_offset)
         target = sampling_process if worker_process is None else worker_process

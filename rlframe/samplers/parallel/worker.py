@@ -17,7 +17,7 @@ from typing import Any
 import psutil
 import torch
 
-from rlframe.utils.launching.affinity import set_cpu_affinity
+from rlframe.utils.launching.pinning import set_cpu_affinity
 from rlframe.utils.logging import logger
 from rlframe.utils.seed import set_envs_seeds, set_seed
 
@@ -80,15 +80,13 @@ def sampling_process(common_kwargs: dict, worker_kwargs: dict) -> None:
     envs, eval_envs = [], []
     try:
         initialize_worker(w["rank"], w["seed"], w["cpus"], c["torch_threads"])
-        for k, v in (c["traj_info_kwargs"] or {}).items():
-            setattr(c["TrajInfoCls"], "_" + k, v)  # Class attributes do not cross spawn.
         envs = [c["EnvCls"](**c["env_kwargs"]) for _ in range(w["n_envs"])]
         set_envs_seeds(envs, w["env_seed"])
         collector = c["CollectorCls"](
             rank=w["rank"], envs=envs, samples_np=w["samples_np"], batch_T=c["batch_T"],
             TrajInfoCls=c["TrajInfoCls"], agent=c.get("agent"), sync=w.get("sync"),
             step_buffer_np=w.get("step_buffer_np"), global_B=c["global_B"],
-            env_ranks=w["env_ranks"])
+            env_ranks=w["env_ranks"], traj_info_kwargs=c["traj_info_kwargs"])
         eval_collector = None
         if c["eval_n_envs"] > 0:
             eval_envs = [c["EnvCls"](**c["eval_env_kwargs"]) for _ in range(c["eval_n_envs"])]
@@ -97,7 +95,8 @@ def sampling_process(common_kwargs: dict, worker_kwargs: dict) -> None:
                 rank=w["rank"], envs=eval_envs, TrajInfoCls=c["TrajInfoCls"],
                 traj_infos_queue=c["eval_traj_infos_queue"], max_T=c["eval_max_T"],
                 agent=c.get("agent"), sync=w.get("sync"),
-                step_buffer_np=w.get("eval_step_buffer_np"))
+                step_buffer_np=w.get("eval_step_buffer_np"),
+                traj_info_kwargs=c["traj_info_kwargs"])
         agent_inputs, traj_infos = collector.start_envs(c["max_decorrelation_steps"])
         collector.start_agent()
         ctrl.step_out.release()  # Ready.

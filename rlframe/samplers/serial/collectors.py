@@ -18,18 +18,20 @@ class SerialEvalCollector:
         TrajInfoCls: trajectory statistics class.
         max_T: max time steps (each step advances every env).
         max_trajectories: stop early once this many trajectories completed.
+        traj_info_kwargs: keyword arguments of every TrajInfo (e.g. ``discount``).
     """
 
     def __init__(self, envs: Sequence[Any], agent: Any, TrajInfoCls: type, max_T: int,
-                 max_trajectories: int | None = None):
+                 max_trajectories: int | None = None, traj_info_kwargs: dict | None = None):
         self.envs = envs
         self.agent = agent
         self.TrajInfoCls = TrajInfoCls
         self.max_T = max_T
         self.max_trajectories = max_trajectories
+        self.traj_info_kwargs = dict(traj_info_kwargs or {})
 
     def collect_evaluation(self, itr: int) -> list:
-        traj_infos = [self.TrajInfoCls() for _ in range(len(self.envs))]
+        traj_infos = [self.TrajInfoCls(**self.traj_info_kwargs) for _ in range(len(self.envs))]
         completed_traj_infos = []
         observation, action, reward = reset_envs(self.envs)
         obs_pyt, act_pyt, rew_pyt = torchify_buffer(AgentInputs(observation, action, reward))
@@ -39,7 +41,7 @@ class SerialEvalCollector:
             act_pyt, agent_info = self.agent.step(obs_pyt, act_pyt, rew_pyt)
             completed_traj_infos.extend(step_eval_envs(
                 self.envs, self.agent, self.TrajInfoCls, traj_infos, observation,
-                numpify_buffer(act_pyt), reward, agent_info))
+                numpify_buffer(act_pyt), reward, agent_info, self.traj_info_kwargs))
             if (self.max_trajectories is not None
                     and len(completed_traj_infos) >= self.max_trajectories):
                 logger.log("Evaluation reached max num trajectories "

@@ -36,12 +36,13 @@ class SerialSampler(BaseSampler):
             affinity: ignored (serial sampling runs in the caller's process).
             seed: envs are seeded ``seed + i`` (eval envs likewise).
             bootstrap_value: store the value of the state after each batch.
-            traj_info_kwargs: set as ``TrajInfoCls._<key>`` (e.g. ``_discount``).
+            traj_info_kwargs: keyword arguments of every TrajInfo (e.g. ``discount``).
             rank, world_size: position among synchronous runners.
 
         Returns:
             examples dict (one step's outputs) used by algorithms to size replay.
         """
+        self._set_traj_info_kwargs(traj_info_kwargs)
         B = self.batch_spec.B
         envs = [self.make_env() for _ in range(B)]
         set_envs_seeds(envs, seed)
@@ -52,19 +53,18 @@ class SerialSampler(BaseSampler):
         samples_pyt, samples_np, examples = build_samples_buffer(
             agent, envs[0], self.batch_spec, bootstrap_value, agent_shared=False,
             env_shared=False, subprocess=False)
-        if traj_info_kwargs:
-            for k, v in traj_info_kwargs.items():
-                setattr(self.TrajInfoCls, "_" + k, v)
         collector = self.CollectorCls(
             rank=0, envs=envs, samples_np=samples_np, batch_T=self.batch_spec.T,
-            TrajInfoCls=self.TrajInfoCls, agent=agent, global_B=global_B, env_ranks=env_ranks)
+            TrajInfoCls=self.TrajInfoCls, agent=agent, global_B=global_B, env_ranks=env_ranks,
+            traj_info_kwargs=self.traj_info_kwargs)
         if self.eval_n_envs > 0:
             eval_envs = [self.make_env(eval=True) for _ in range(self.eval_n_envs)]
             set_envs_seeds(eval_envs, seed)
             self.eval_collector = self.eval_CollectorCls(
                 envs=eval_envs, agent=agent, TrajInfoCls=self.TrajInfoCls,
                 max_T=self.eval_max_steps // self.eval_n_envs,
-                max_trajectories=self.eval_max_trajectories)
+                max_trajectories=self.eval_max_trajectories,
+                traj_info_kwargs=self.traj_info_kwargs)
             self.eval_envs = eval_envs
         # Envs were stepped for the examples: start them afresh (seeded again).
         set_envs_seeds(envs, seed)

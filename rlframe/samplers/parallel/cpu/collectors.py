@@ -38,7 +38,7 @@ class CpuResetCollector(DecorrelatingStartCollector):
                 traj_infos[b].step(observation[b], action[b], r, d, agent_info[b], env_info)
                 if getattr(env_info, "traj_done", d):
                     completed_infos.append(traj_infos[b].terminate(o))
-                    traj_infos[b] = self.TrajInfoCls()
+                    traj_infos[b] = self.TrajInfoCls(**self.traj_info_kwargs)
                     o = env.reset()
                 if d:
                     self.agent.reset_one(idx=b)
@@ -99,7 +99,7 @@ class CpuWaitResetCollector(DecorrelatingStartCollector):
                 traj_infos[b].step(observation[b], action[b], r, d, agent_info[b], env_info)
                 if getattr(env_info, "traj_done", d):
                     completed_infos.append(traj_infos[b].terminate(o))
-                    traj_infos[b] = self.TrajInfoCls()
+                    traj_infos[b] = self.TrajInfoCls(**self.traj_info_kwargs)
                     self.need_reset[b] = True
                 if d:
                     self.temp_observation[b] = o  # Restored (or replaced by reset) next batch.
@@ -140,7 +140,7 @@ class CpuEvalCollector(BaseEvalCollector):
     """
 
     def collect_evaluation(self, itr: int) -> None:
-        traj_infos = [self.TrajInfoCls() for _ in range(len(self.envs))]
+        traj_infos = [self.TrajInfoCls(**self.traj_info_kwargs) for _ in range(len(self.envs))]
         observation, action, reward = reset_envs(self.envs)
         agent_inputs = AgentInputs(observation, action, reward)
         obs_pyt, act_pyt, rew_pyt = torchify_buffer(agent_inputs)
@@ -149,7 +149,8 @@ class CpuEvalCollector(BaseEvalCollector):
         for _t in range(self.max_T):
             act_pyt, agent_info = self.agent.step(obs_pyt, act_pyt, rew_pyt)
             completed = step_eval_envs(self.envs, self.agent, self.TrajInfoCls, traj_infos,
-                                       observation, numpify_buffer(act_pyt), reward, agent_info)
+                                       observation, numpify_buffer(act_pyt), reward, agent_info,
+                                       self.traj_info_kwargs)
             for traj_info in completed:
                 self.traj_infos_queue.put(traj_info)
             if self.sync.stop_eval.value:

@@ -58,7 +58,7 @@ class GpuResetCollector(GpuCollectorMixin, DecorrelatingStartCollector):
                                    step_np.agent_info[b], env_info)
                 if getattr(env_info, "traj_done", d):
                     completed_infos.append(traj_infos[b].terminate(o))
-                    traj_infos[b] = self.TrajInfoCls()
+                    traj_infos[b] = self.TrajInfoCls(**self.traj_info_kwargs)
                     o = env.reset()
                 step_np.observation[b] = o
                 step_np.reward[b] = r
@@ -110,7 +110,7 @@ class GpuWaitResetCollector(GpuCollectorMixin, DecorrelatingStartCollector):
                                    step_np.agent_info[b], env_info)
                 if getattr(env_info, "traj_done", d):
                     completed_infos.append(traj_infos[b].terminate(o))
-                    traj_infos[b] = self.TrajInfoCls()
+                    traj_infos[b] = self.TrajInfoCls(**self.traj_info_kwargs)
                     self.need_reset[b] = True
                 if d:
                     self.temp_observation[b] = o
@@ -156,7 +156,7 @@ class GpuEvalCollector(BaseEvalCollector):
 
     def collect_evaluation(self, itr: int) -> None:
         step_np = self.step_buffer_np
-        traj_infos = [self.TrajInfoCls() for _ in range(len(self.envs))]
+        traj_infos = [self.TrajInfoCls(**self.traj_info_kwargs) for _ in range(len(self.envs))]
         for b, env in enumerate(self.envs):
             step_np.observation[b] = env.reset()
             step_np.action[b] = env.action_space.null_value()
@@ -175,7 +175,7 @@ class GpuEvalCollector(BaseEvalCollector):
                                    step_np.agent_info[b], env_info)
                 if getattr(env_info, "traj_done", d):
                     self.traj_infos_queue.put(traj_infos[b].terminate(o))
-                    traj_infos[b] = self.TrajInfoCls()
+                    traj_infos[b] = self.TrajInfoCls(**self.traj_info_kwargs)
                     o = env.reset()
                 if d:
                     step_np.action[b] = 0
