@@ -1,4 +1,7 @@
-"""Affinity codes and dicts: rlpyt's codes and layouts, CPU-only async, clear errors."""
+"""Affinity codes and the dicts built from them: rlpyt's layouts, CPU-only async, clear errors.
+
+Validating and pinning are tested in test_pinning.py.
+"""
 import io
 
 import pytest
@@ -6,9 +9,9 @@ import pytest
 from rlframe.utils.collections import AttrDict
 from rlframe.utils.launching import affinity as aff
 from rlframe.utils.launching.affinity import (
-    affinity_from_code, build_async_affinity, build_cpu_affinity, check_affinity,
-    check_workers_cpus, decode_affinity, encode_affinity, get_master_cpus, get_n_run_slots,
-    get_workers_cpus, make_affinity, prepend_run_slot, quick_affinity_code, remove_run_slot,
+    affinity_from_code, build_async_affinity, build_cpu_affinity, decode_affinity,
+    encode_affinity, get_master_cpus, get_n_run_slots, get_workers_cpus, make_affinity,
+    prepend_run_slot, quick_affinity_code, remove_run_slot,
 )
 
 # Machine facts passed explicitly so results do not depend on the test machine.
@@ -222,48 +225,6 @@ def test_async_cpu_only_second_slot_with_hyperthreads_and_reserve():
 def test_async_cpu_only_needs_cores_beyond_the_optimizer():
     with pytest.raises(ValueError, match="cpu_per_run.*1"):
         make_affinity(n_cpu_core=4, n_gpu=0, async_sample=True, **NO_HT)
-
-
-def test_check_async_affinity(monkeypatch):
-    monkeypatch.setattr(aff, "usable_cpus", lambda: [0, 1, 2, 3])
-    result = make_affinity(n_cpu_core=4, n_gpu=0, cpu_per_run=4, async_sample=True, **NO_HT)
-    assert check_affinity(result) is result
-    bad = make_affinity(n_cpu_core=8, n_gpu=0, cpu_per_run=8, async_sample=True, **NO_HT)
-    with pytest.raises(ValueError, match=r"sampler'\]\['all_cpus'\].*\[4, 5, 6, 7\]"):
-        check_affinity(bad)
-    bad.set_affinity = False  # Nothing is pinned, so ids are not checked.
-    check_affinity(bad)
-    with pytest.raises(ValueError, match=r"optimizer.*non-empty"):
-        check_affinity(dict(optimizer=[], sampler=dict(workers_cpus=[0])))
-    with pytest.raises(ValueError, match=r"optimizer'\]\[0\]\['cpus'\]"):
-        check_affinity(dict(optimizer=[dict(cuda_idx=None)], sampler=dict(workers_cpus=[0])))
-    with pytest.raises(ValueError, match=r"optimizer'\]\[0\]\['cpus'\].*9"):
-        check_affinity(dict(optimizer=[dict(cpus=(9,))], sampler=dict(workers_cpus=[0])))
-    with pytest.raises(ValueError, match=r"sampler.*dict or a non-empty list"):
-        check_affinity(dict(optimizer=[dict(cpus=(0,))], sampler=[]))
-    with pytest.raises(TypeError, match=r"sampler'\]\[0\]"):
-        check_affinity(dict(optimizer=[dict(cpus=(0,))], sampler=[[1, 2]]))
-
-
-# --- check_workers_cpus ----------------------------------------------------------------------
-
-def test_check_workers_cpus(monkeypatch):
-    monkeypatch.setattr(aff, "usable_cpus", lambda: [0, 1, 2, 3])
-    assert check_workers_cpus(dict(workers_cpus=[0, (1, 3), [2]])) == [(0,), (1, 3), (2,)]
-    assert check_workers_cpus(dict(workers_cpus=[0, 1]), alternating=True) == [(0,), (1,)]
-    with pytest.raises(ValueError, match="workers_cpus.*at least one"):
-        check_workers_cpus(dict(workers_cpus=[]))
-    with pytest.raises(ValueError, match="workers_cpus.*required"):
-        check_workers_cpus(dict(master_cpus=[0]))
-    with pytest.raises(ValueError, match=r"workers_cpus'\]\[1\].*\[7\]"):
-        check_workers_cpus(dict(workers_cpus=[0, (1, 7)]))
-    assert check_workers_cpus(dict(workers_cpus=[7], set_affinity=False)) == [(7,)]
-    with pytest.raises(ValueError, match="workers_cpus.*even.*3"):
-        check_workers_cpus(dict(workers_cpus=[0, 1, 2]), alternating=True)
-    with pytest.raises(ValueError, match="workers_cpus.*even"):
-        check_workers_cpus(dict(workers_cpus=[0, 1, 2], alternating=True))
-    with pytest.raises(TypeError, match="workers_cpus"):
-        check_workers_cpus(None)
 
 
 # --- This machine ----------------------------------------------------------------------------

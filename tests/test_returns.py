@@ -1,10 +1,12 @@
+"""Discounted returns, GAE, n-step returns and valid masks (rlframe.algos.returns)."""
 import numpy as np
 import pytest
 import torch
 
-from rlframe.algos.utils import (discount_return, discount_return_n_step, discount_return_tl,
-                                 generalized_advantage_estimation,
-                                 generalized_advantage_estimation_tl, valid_from_done)
+from rlframe.algos import returns
+from rlframe.algos.returns import (discount_return, discount_return_n_step, discount_return_tl,
+                                   generalized_advantage_estimation,
+                                   generalized_advantage_estimation_tl, valid_from_done)
 
 GAMMA, LAM = 0.9, 0.5
 # Column 0: episode ends at t=1, the env resets, steps 2-3 are a new episode.
@@ -175,3 +177,11 @@ def test_gae_tl_lambda_one_matches_discount_return_tl():
     ret_np = discount_return_tl(reward.numpy(), done.numpy(), bootstrap.numpy(), 0.97,
                                 timeout.numpy(), value.numpy())
     np.testing.assert_allclose(ret_np, expected.numpy(), atol=1e-5)
+
+
+def test_rlpyt_import_path_reexports_the_same_functions():
+    from rlframe.algos import utils
+    for name in ("discount_return", "discount_return_n_step", "discount_return_tl",
+                 "generalized_advantage_estimation", "generalized_advantage_estimation_tl",
+                 "valid_from_done"):
+        assert getattr(utils, name) is getattr(returns, name), name

@@ -11,7 +11,7 @@ from rlframe.algos.pg.a2c import A2C
 from rlframe.envs.gym import make as gym_make
 from rlframe.runners.minibatch_rl import MinibatchRl
 from rlframe.samplers.serial.sampler import SerialSampler
-from rlframe.utils.launching import affinity as affinity_module
+from rlframe.utils.launching import pinning as affinity_module
 
 
 def _runner(affinity):

@@ -1,4 +1,4 @@
-"""CPU/GPU affinity: affinity codes, affinity dicts, validation and pinning.
+"""CPU/GPU affinity: affinity codes and the affinity dicts built from them.
 
 An affinity dict says where a run's processes go, e.g.
 ``dict(master_cpus=[0], master_torch_threads=1, cuda_idx=None)``. Launch scripts
@@ -17,11 +17,14 @@ Code tokens are ``<int><abbreviation>``, the abbreviation always three letters
 with ``master_cpus``, ``workers_cpus``, ``cuda_idx``...; multi-GPU codes a list
 of them; asynchronous codes (``_1ass``) a dict with ``optimizer`` (list of
 dicts) and ``sampler`` (dict, or a list of dicts with one per sampler GPU).
+
+Validating dicts and pinning processes to them live in
+:mod:`rlframe.utils.launching.pinning`; its public names are re-exported here,
+where rlpyt scripts import them from.
 """
 from __future__ import annotations
 
 import inspect
-import warnings
 from typing import Any, Callable, Iterable, Union
 
 import psutil
@@ -29,14 +32,28 @@ import torch
 
 from rlframe.utils.checks import as_int
 from rlframe.utils.collections import AttrDict
+from rlframe.utils.launching.pinning import (
+    ASYNC_AFFINITY_KEYS, OPTIMIZER_AFFINITY_KEYS, SYNC_AFFINITY_KEYS, check_affinity,
+    check_async_affinity, check_cpus, check_workers_cpus, set_cpu_affinity, set_torch_threads,
+    usable_cpus,
+)
 
-# Keys consumed by runners and samplers; anything else draws a warning.
-SYNC_AFFINITY_KEYS = frozenset({
-    "all_cpus", "master_cpus", "workers_cpus", "master_torch_threads",
-    "worker_torch_threads", "cuda_idx", "alternating", "set_affinity",
-})
-ASYNC_AFFINITY_KEYS = frozenset({"all_cpus", "optimizer", "sampler", "set_affinity"})
-OPTIMIZER_AFFINITY_KEYS = frozenset({"cpus", "cuda_idx", "torch_threads", "set_affinity"})
+__all__ = [
+    # Affinity codes.
+    "N_GPU", "CONTEXTS_PER_GPU", "GPU_PER_RUN", "N_CPU_CORE", "HYPERTHREAD_OFFSET", "N_SOCKET",
+    "RUN_SLOT", "CPU_PER_WORKER", "CPU_PER_RUN", "CPU_RESERVED", "ASYNC_SAMPLE",
+    "SAMPLE_GPU_PER_RUN", "OPTIM_SAMPLE_SHARE_GPU", "ALTERNATING", "SET_AFFINITY", "ABBREVS",
+    "Affinity", "encode_affinity", "decode_affinity", "prepend_run_slot", "remove_run_slot",
+    "affinity_from_code", "make_affinity", "quick_affinity_code", "get_n_run_slots",
+    "get_hyperthread_offset", "get_n_socket",
+    # Builders.
+    "get_master_cpus", "get_workers_cpus", "build_cpu_affinity", "build_gpu_affinity",
+    "build_multigpu_affinity", "build_async_affinity", "build_async_cpu_affinity",
+    # Re-exported from rlframe.utils.launching.pinning.
+    "SYNC_AFFINITY_KEYS", "ASYNC_AFFINITY_KEYS", "OPTIMIZER_AFFINITY_KEYS", "check_affinity",
+    "check_async_affinity", "check_workers_cpus", "check_cpus", "usable_cpus",
+    "set_cpu_affinity", "set_torch_threads",
+]
 
 # Affinity code abbreviations (rlpyt's names).
 N_GPU = "gpu"
@@ -70,217 +87,6 @@ _ARG_NAMES = {
 }
 
 Affinity = Union[AttrDict, list]  # A dict, or a list of dicts for multi-GPU runs.
-
-_warned_no_affinity = False
-
-
-# --- Validating affinity dicts -----------------------------------------------------------------
-
-def check_affinity(affinity: Any, name: str = "affinity") -> dict:
-    """Validate a synchronous affinity dict (None means ``{}``).
-
-    Asynchronous dicts (with ``optimizer`` / ``sampler``) are checked with
-    :func:`check_async_affinity`. CPU ids are checked against :func:`usable_cpus`
-    unless the dict says ``set_affinity=False`` (nothing is pinned then).
-
-    Raises:
-        TypeError: ``affinity`` is not a dict.
-        ValueError: a CPU id is not usable by this process, or a thread count
-            is not a positive integer.
-    """
-    if affinity is None:
-        return {}
-    if not isinstance(affinity, dict):
-        raise TypeError(f"{name} must be a dict (e.g. dict(master_cpus=[0], "
-                        f"master_torch_threads=1)), got {type(affinity).__name__}: {affinity!r}.")
-    unknown = sorted(set(affinity) - SYNC_AFFINITY_KEYS - ASYNC_AFFINITY_KEYS)
-    if unknown:
-        warnings.warn(f"{name} has unknown keys {unknown}; known keys are "
-                      f"{sorted(SYNC_AFFINITY_KEYS)}. They are ignored.", stacklevel=3)
-    if "optimizer" in affinity or "sampler" in affinity:
-        return check_async_affinity(affinity, name)
-    for key in ("master_torch_threads", "worker_torch_threads"):
-        _check_threads(affinity.get(key), f"{name}['{key}']")
-    pinned = bool(affinity.get("set_affinity", True))
-    for key in ("all_cpus", "master_cpus"):
-        if affinity.get(key) is not None:
-            check_cpus(affinity[key], f"{name}['{key}']", check_usable=pinned)
-    if affinity.get("workers_cpus") is not None:
-        check_workers_cpus(affinity, name=name)
-    _check_cuda_idx(affinity.get("cuda_idx"), f"{name}['cuda_idx']")
-    return affinity
-
-
-def check_async_affinity(affinity: Any, name: str = "affinity") -> dict:
-    """Validate an asynchronous affinity dict: ``optimizer`` and ``sampler`` entries.
-
-    ``optimizer`` is a list of dicts with ``cpus``, ``cuda_idx``, ``torch_threads``
-    and ``set_affinity``; ``sampler`` is one synchronous-style dict or a list of
-    them (one per sampler GPU).
-
-    Raises:
-        TypeError: an entry has the wrong type.
-        ValueError: an entry is missing or empty, or names CPU ids this process
-            may not use.
-    """
-    if not isinstance(affinity, dict):
-        raise TypeError(f"{name} must be a dict with 'optimizer' and 'sampler' entries, got "
-                        f"{type(affinity).__name__}: {affinity!r}.")
-    pinned = bool(affinity.get("set_affinity", True))
-    optimizer = affinity.get("optimizer")
-    if not isinstance(optimizer, (list, tuple)) or len(optimizer) == 0:
-        raise ValueError(f"{name}['optimizer'] must be a non-empty list of dicts (one per "
-                         f"optimizer process), got {optimizer!r}.")
-    for rank, opt in enumerate(optimizer):
-        opt_name = f"{name}['optimizer'][{rank}]"
-        if not isinstance(opt, dict):
-            raise TypeError(f"{opt_name} must be a dict with keys "
-                            f"{sorted(OPTIMIZER_AFFINITY_KEYS)}, got {opt!r}.")
-        unknown = sorted(set(opt) - OPTIMIZER_AFFINITY_KEYS)
-        if unknown:
-            warnings.warn(f"{opt_name} has unknown keys {unknown}; known keys are "
-                          f"{sorted(OPTIMIZER_AFFINITY_KEYS)}. They are ignored.", stacklevel=3)
-        if opt.get("cpus") is None:
-            raise ValueError(f"{opt_name}['cpus'] is required, got {opt!r}.")
-        check_cpus(opt["cpus"], f"{opt_name}['cpus']",
-                   check_usable=pinned and bool(opt.get("set_affinity", True)))
-        _check_threads(opt.get("torch_threads"), f"{opt_name}['torch_threads']")
-        _check_cuda_idx(opt.get("cuda_idx"), f"{opt_name}['cuda_idx']")
-    sampler = affinity.get("sampler")
-    if isinstance(sampler, dict):
-        samplers = [(sampler, f"{name}['sampler']")]
-    elif isinstance(sampler, (list, tuple)) and len(sampler) > 0:
-        samplers = [(s, f"{name}['sampler'][{i}]") for i, s in enumerate(sampler)]
-    else:
-        raise ValueError(f"{name}['sampler'] must be a dict or a non-empty list of dicts, "
-                         f"got {sampler!r}.")
-    for smp, smp_name in samplers:
-        if isinstance(smp, dict) and ("optimizer" in smp or "sampler" in smp):
-            raise ValueError(f"{smp_name} must be a sampler dict, not a nested async dict.")
-        if isinstance(smp, dict) and not pinned:
-            smp = {**smp, "set_affinity": False}
-        check_affinity(smp, smp_name)
-    if affinity.get("all_cpus") is not None:
-        check_cpus(affinity["all_cpus"], f"{name}['all_cpus']", check_usable=pinned)
-    return affinity
-
-
-def check_workers_cpus(affinity: Any, alternating: bool = False,
-                       name: str = "affinity") -> list[tuple[int, ...]]:
-    """Validate ``affinity['workers_cpus']``; returns one tuple of CPU ids per worker.
-
-    Entries may be ints or sequences of ints (ints become 1-tuples). Ids are
-    checked against :func:`usable_cpus` unless ``set_affinity`` is False.
-
-    Args:
-        affinity: dict with ``workers_cpus`` (its length is the number of workers).
-        alternating: the sampler alternates two worker groups, so the number of
-            workers must be even (also required when ``affinity['alternating']``).
-        name: how to refer to ``affinity`` in errors.
-
-    Raises:
-        TypeError: ``affinity`` is not a dict.
-        ValueError: ``workers_cpus`` is missing or empty, names unusable CPU ids,
-            or has odd length when alternating.
-    """
-    if not isinstance(affinity, dict):
-        raise TypeError(f"{name} must be a dict with 'workers_cpus' (e.g. "
-                        f"dict(workers_cpus=[0, 1])), got {type(affinity).__name__}: "
-                        f"{affinity!r}.")
-    key = f"{name}['workers_cpus']"
-    workers_cpus = affinity.get("workers_cpus")
-    if workers_cpus is None:
-        raise ValueError(f"{key} is required by parallel samplers (one entry per worker, "
-                         f"e.g. workers_cpus=[0, 1]); got {affinity!r}.")
-    if isinstance(workers_cpus, (int, str)) or not isinstance(workers_cpus, Iterable):
-        raise ValueError(f"{key} must be a list with one entry (int or tuple of ints) per "
-                         f"worker, got {workers_cpus!r}.")
-    workers_cpus = list(workers_cpus)
-    if len(workers_cpus) == 0:
-        raise ValueError(f"{key} must list at least one worker, got {workers_cpus!r}.")
-    if (alternating or affinity.get("alternating", False)) and len(workers_cpus) % 2:
-        raise ValueError(f"{key} must have an even number of entries for an alternating "
-                         f"sampler (two groups of workers), got {len(workers_cpus)}: "
-                         f"{workers_cpus!r}.")
-    pinned = bool(affinity.get("set_affinity", True))
-    return [tuple(check_cpus(cpus, f"{key}[{w}]", check_usable=pinned))
-            for w, cpus in enumerate(workers_cpus)]
-
-
-def _check_threads(value: Any, name: str) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise ValueError(f"{name} must be a positive integer, got {value!r}.")
-
-
-def _check_cuda_idx(value: Any, name: str) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-        raise ValueError(f"{name} must be None or a non-negative int, got {value!r}.")
-
-
-def usable_cpus() -> list[int] | None:
-    """CPU ids this process may run on, or None where the OS cannot tell."""
-    try:
-        return list(psutil.Process().cpu_affinity())
-    except (AttributeError, NotImplementedError, OSError):
-        return None
-
-
-def _as_cpu_list(cpus: int | Iterable[int]) -> list[int]:
-    return [cpus] if isinstance(cpus, int) else list(cpus)
-
-
-def check_cpus(cpus: int | Iterable[int], name: str, check_usable: bool = True) -> list[int]:
-    """Validate CPU ids against those this process may use; returns them as a list.
-
-    Args:
-        cpus: one CPU id or a sequence of them.
-        name: how to refer to ``cpus`` in errors.
-        check_usable: also require every id to be in :func:`usable_cpus`.
-    """
-    try:
-        cpu_list = _as_cpu_list(cpus)
-    except TypeError:
-        raise TypeError(f"{name} must be an int or a sequence of ints, got {cpus!r}.") from None
-    if not cpu_list or any(isinstance(c, bool) or not isinstance(c, int) for c in cpu_list):
-        raise ValueError(f"{name} must be a non-empty sequence of int CPU ids, got {cpus!r}.")
-    allowed = usable_cpus() if check_usable else None
-    if allowed is not None:
-        bad = [c for c in cpu_list if c not in allowed]
-        if bad:
-            raise ValueError(f"{name}={cpus!r} names CPU ids {bad} that this process may not "
-                             f"use; allowed CPU ids: {allowed} (set_affinity=False skips "
-                             f"pinning and this check).")
-    return cpu_list
-
-
-# --- Pinning -----------------------------------------------------------------------------------
-
-def set_cpu_affinity(cpus: int | Iterable[int] | None) -> list[int] | None:
-    """Pin this process to ``cpus``; returns the new affinity (None if unsupported).
-
-    Where the OS offers no CPU affinity (macOS, some containers) this warns once
-    and continues.
-    """
-    global _warned_no_affinity
-    if cpus is None:
-        return None
-    cpu_list = _as_cpu_list(cpus)
-    process = psutil.Process()
-    if not hasattr(process, "cpu_affinity"):
-        if not _warned_no_affinity:
-            warnings.warn("CPU affinity is not supported on this platform; processes are "
-                          "not pinned.", stacklevel=2)
-            _warned_no_affinity = True
-        return None
-    process.cpu_affinity(cpu_list)
-    return process.cpu_affinity()
-
-
-def set_torch_threads(n_threads: int | None) -> int:
-    """Set torch's intra-op thread count (None: leave it); returns the count in use."""
-    if n_threads is not None:
-        torch.set_num_threads(int(n_threads))
-    return torch.get_num_threads()
 
 
 # --- Affinity codes ----------------------------------------------------------------------------
@@ -615,19 +421,26 @@ def _run_cores(slt: int, cpu: int, cpr: int, hto: int, skt: int) -> tuple[int, .
     return tuple(cores)
 
 
-def _sampler_affinity(cores: tuple[int, ...], cpw: int, hto: int, alt: int, saf: int,
-                      cuda_idx: int | None) -> AttrDict:
+def _sync_affinity(cores: tuple[int, ...], worker_cores: tuple[int, ...], cpw: int, hto: int,
+                   alt: int, saf: int, **cuda_idx: int | None) -> AttrDict:
+    """Dict of a master on ``cores`` with workers on ``worker_cores``; ``cuda_idx`` if given."""
     master_cpus = get_master_cpus(cores, hto)
     return AttrDict(
         all_cpus=master_cpus,
         master_cpus=master_cpus,
-        workers_cpus=get_workers_cpus(cores, cpw, hto, alt),
+        workers_cpus=get_workers_cpus(worker_cores, cpw, hto, alt),
         master_torch_threads=len(cores),
         worker_torch_threads=cpw,
-        cuda_idx=cuda_idx,
+        **cuda_idx,
         alternating=bool(alt),
         set_affinity=bool(saf),
     )
+
+
+def _sampler_affinity(cores: tuple[int, ...], cpw: int, hto: int, alt: int, saf: int,
+                      cuda_idx: int | None) -> AttrDict:
+    """Dict of an async sampler: master and workers share ``cores``."""
+    return _sync_affinity(cores, cores, cpw, hto, alt, saf, cuda_idx=cuda_idx)
 
 
 def build_cpu_affinity(slt: int, cpu: int, cpr: int, cpw: int = 1, hto: int | None = None,
@@ -651,16 +464,7 @@ def build_cpu_affinity(slt: int, cpu: int, cpr: int, cpw: int = 1, hto: int | No
     if len(worker_cores) % cpw:
         raise ValueError(f"{_arg(CPU_PER_WORKER)}={cpw} must divide the run's {len(worker_cores)} "
                          f"worker cores ({len(cores)} cores, {res} reserved).")
-    master_cpus = get_master_cpus(cores, hto)
-    return AttrDict(
-        all_cpus=master_cpus,
-        master_cpus=master_cpus,
-        workers_cpus=get_workers_cpus(worker_cores, cpw, hto, alt),
-        master_torch_threads=len(cores),
-        worker_torch_threads=cpw,
-        alternating=bool(alt),
-        set_affinity=bool(saf),
-    )
+    return _sync_affinity(cores, worker_cores, cpw, hto, alt, saf)
 
 
 def build_gpu_affinity(slt: int, gpu: int, cpu: int, cxg: int = 1, cpw: int = 1,
