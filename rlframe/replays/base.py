@@ -3,15 +3,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlframe.utils.collections import namedarraytuple
-
 
 class BaseReplayBuffer:
     """A store of past samples that an algorithm appends to and samples from.
 
     Attributes:
         async_: True for buffers on shared memory, written and read by different
-            processes (the storage helpers allocate shared memory when set).
+            processes.
     """
 
     async_: bool = False
@@ -24,13 +22,7 @@ class BaseReplayBuffer:
         """Draw a batch of ``batch_B`` samples as torch tensors."""
         raise NotImplementedError
 
-
-def without_field(example: Any, field: str) -> Any:
-    """``example`` (a namedtuple) with ``field`` removed, as a namedarraytuple.
-
-    Used by buffers that keep one field in separate storage (frames, RNN states)
-    and store the rest in the common ``[T, B]`` samples.
-    """
-    fields = tuple(f for f in example._fields if f != field)
-    cls = namedarraytuple(type(example).__name__, fields)
-    return cls(*(getattr(example, f) for f in fields))
+    def can_sample(self) -> bool:
+        """Whether :meth:`sample_batch` would find something to draw now (a buffer that
+        cannot tell says True and raises from ``sample_batch`` instead)."""
+        return True

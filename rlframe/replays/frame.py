@@ -3,7 +3,7 @@
 An Atari observation is a stack of the last ``n_frames`` frames, ``[C, H, W]``
 with ``C = n_frames``, oldest first. Consecutive observations share all but
 one frame, so storing every stack wastes ``n_frames - 1`` copies. The frame
-buffer keeps only each step's newest frame and rebuilds stacks when sampling.
+store keeps only each step's newest frame and rebuilds stacks when sampling.
 """
 from __future__ import annotations
 
@@ -11,62 +11,64 @@ from typing import Any
 
 import numpy as np
 
-from rlframe.replays.base import without_field
-from rlframe.utils.buffer import buffer_from_example
+from rlframe.replays.storage import RingStorage
 
 
-class FrameBufferMixin:
-    """Mixin in front of an n-step buffer: observations stored as single frames.
+class FrameStore:
+    """Observations stored as their newest frame, stacks rebuilt on sampling.
 
-    ``samples_frames`` has ``T + n_frames - 1`` rows: row ``n_frames - 1 + t``
-    holds the newest frame of step ``t``, and the first ``n_frames - 1`` rows
-    repeat the last ones so that stacks crossing the wrap point are contiguous.
-    A rebuilt stack has the frames older than an episode start zeroed, matching
-    what the env returns after a reset. The oldest ``n_frames - 1`` steps are
-    not sampled (their older frames are overwritten): ``off_forward`` is
+    ``frames`` has ``T + n_frames - 1`` rows: row ``n_frames - 1 + t`` holds the
+    newest frame of step ``t``, and the first ``n_frames - 1`` rows repeat the
+    last ones so that stacks crossing the wrap point are contiguous. A rebuilt
+    stack has the frames older than an episode start zeroed, matching what the
+    env returns after a reset. The oldest ``n_frames - 1`` steps are not
+    sampled (their older frames are overwritten): ``off_forward`` is
     ``max(1, n_frames - 1)``.
 
     Args:
-        example: namedtuple of one step whose ``observation`` is ``[n_frames, ...]``.
-        **kwargs: the n-step buffer's other arguments (size, B, ...).
+        observation: one example observation ``[n_frames, *frame_shape]``.
 
     Attributes:
         n_frames: frames per observation.
-        samples_frames: ``[T + n_frames - 1, B, *frame_shape]``.
-        samples_new_frames: ``[T, B, *frame_shape]`` view, the newest frame of each step.
+        frames: ``[T + n_frames - 1, B, *frame_shape]``.
+        new_frames: ``[T, B, *frame_shape]`` view, the newest frame of each step.
     """
 
-    def __init__(self, example: Any, **kwargs: Any):
-        observation = np.asarray(example.observation)
+    def __init__(self, observation: Any):
+        observation = np.asarray(observation)
         if observation.ndim < 1:
             raise ValueError("Frame buffers need an observation with a leading frame dim "
                              f"[n_frames, ...]; got shape {observation.shape}.")
         self.n_frames: int = int(observation.shape[0])
-        super().__init__(example=without_field(example, "observation"), **kwargs)
-        fm1 = self.n_frames - 1
-        self.samples_frames: np.ndarray = buffer_from_example(
-            observation[0], (self.T + fm1, self.B), share_memory=self.async_)
-        self.samples_new_frames: np.ndarray = self.samples_frames[fm1:]
-        self.off_forward = max(self.off_forward, fm1)
-        self.validate_capacity()
+        self.off_forward: int = max(1, self.n_frames - 1)
+        self._frame_example: np.ndarray = observation[0]
+        self.frames: np.ndarray | None = None
+        self.new_frames: np.ndarray | None = None
+        self._storage: RingStorage | None = None
 
-    def append_samples(self, samples: Any) -> tuple[int, Any]:
-        """Store a ``[T, B]`` chunk; only ``observation[:, :, -1]`` (the newest frame) is kept.
+    def build(self, storage: RingStorage) -> None:
+        """Allocate the frame rows for ``storage``'s ``T`` and ``B``."""
+        self._storage = storage
+        fm1 = self.n_frames - 1
+        self.frames = storage.allocate(self._frame_example, (storage.T + fm1, storage.B))
+        self.new_frames = self.frames[fm1:]
+
+    def write(self, t: int, T_new: int, idxs: slice | np.ndarray, observation: Any) -> None:
+        """Keep ``observation[:, :, -1]`` (the newest frame) of a chunk written at row ``t``.
 
         Args:
-            samples: namedarraytuple with the example's fields (observation
-                ``[T, B, n_frames, ...]``).
+            t: the cursor before the chunk was written.
+            T_new: chunk length.
+            idxs: the rows written.
+            observation: ``[T_new, B, n_frames, *frame_shape]``.
         """
-        t = self.t
-        T, idxs = super().append_samples(without_field(samples, "observation"))
-        self.samples_new_frames[idxs] = samples.observation[:, :, -1]
-        fm1 = self.n_frames - 1
-        if fm1 > 0 and t + T > self.T - fm1:
+        self.new_frames[idxs] = observation[:, :, -1]
+        fm1, T = self.n_frames - 1, self._storage.T
+        if fm1 > 0 and t + T_new > T - fm1:
             # The chunk reached the last fm1 rows: refresh their copy at the front.
-            self.samples_frames[:fm1] = self.samples_frames[-fm1:]
-        return T, idxs
+            self.frames[:fm1] = self.frames[-fm1:]
 
-    def extract_observation(self, T_idxs: np.ndarray, B_idxs: np.ndarray) -> np.ndarray:
+    def extract(self, T_idxs: np.ndarray, B_idxs: np.ndarray) -> np.ndarray:
         """Rebuilt frame stacks at rows ``T_idxs`` of envs ``B_idxs``.
 
         Args:
@@ -77,17 +79,16 @@ class FrameBufferMixin:
             ``[*S, n_frames, *frame_shape]``, frames older than a ``done`` zeroed.
         """
         T_idxs = np.asarray(T_idxs)
-        nf = self.n_frames
-        # Step t's stack is samples_frames rows t .. t + nf - 1 (newest last).
-        observation = np.stack([self.samples_frames[T_idxs + k, B_idxs] for k in range(nf)],
+        nf, T = self.n_frames, self._storage.T
+        # Step t's stack is frames rows t .. t + nf - 1 (newest last).
+        observation = np.stack([self.frames[T_idxs + k, B_idxs] for k in range(nf)],
                                axis=T_idxs.ndim)
-        done = self.samples.done
+        done = self._storage.samples.done
         older_episode = np.zeros(T_idxs.shape, dtype=bool)
         for k in range(nf - 2, -1, -1):
             # Frame k comes from step t - (nf - 1 - k); a done at or after it
             # (before t) means it belongs to an earlier episode.
-            older_episode |= np.asarray(done[(T_idxs - (nf - 1 - k)) % self.T, B_idxs],
-                                        dtype=bool)
+            older_episode |= np.asarray(done[(T_idxs - (nf - 1 - k)) % T, B_idxs], dtype=bool)
             if older_episode.any():
                 observation[older_episode, k] = 0
         return observation

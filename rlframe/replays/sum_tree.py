@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from rlframe.utils.buffer import build_array
 
 class SumTree:
     """Priorities of a ``[T, B]`` ring buffer, sampled in proportion to their value.
@@ -32,6 +33,9 @@ class SumTree:
         input_priority_shift: rows by which input priorities are moved back: the
             priority given with the row appended at ``t`` belongs to row
             ``t - input_priority_shift``.
+        shared: keep the tree, its inputs and its cursor in shared memory, so a
+            process that appends and one that samples see one tree (guard calls
+            with the replay's lock).
 
     Attributes:
         tree: float64 ``[2 * n_leaves]`` heap array (index 0 unused).
@@ -44,7 +48,7 @@ class SumTree:
 
     def __init__(self, T: int, B: int, off_backward: int, off_forward: int,
                  default_value: float = 1, enable_input_priorities: bool = False,
-                 input_priority_shift: int = 0):
+                 input_priority_shift: int = 0, shared: bool = False):
         if T < 1 or B < 1:
             raise ValueError(f"SumTree needs T >= 1 and B >= 1, got T={T}, B={B}.")
         if off_backward < 0 or off_forward < 0:
@@ -64,6 +68,7 @@ class SumTree:
         self.off_forward: int = int(off_forward)
         self.default_value: float = float(default_value)
         self.input_priority_shift: int = int(input_priority_shift)
+        self.shared: bool = shared
         self.n_leaves: int = 1 << max(0, (self.size - 1).bit_length())
         self.depth: int = self.n_leaves.bit_length() - 1  # levels below the root
         self.tree: np.ndarray = self._allocate(2 * self.n_leaves)
@@ -71,22 +76,30 @@ class SumTree:
             self.T, self.B)
         self.input_priorities: np.ndarray | None = (
             self._allocate((self.T, self.B)) if enable_input_priorities else None)
-        self.t: int = 0
-        self._full: bool = False
-        self.prev_tree_idxs: np.ndarray | None = None
+        # [cursor t, full flag], shared with the tree when the tree is.
+        self._cursor: np.ndarray = self._allocate(2, np.int64)
+        self.prev_tree_idxs: np.ndarray | None = None  # Per process: the last draws here.
         self.reset()
 
-    def _allocate(self, shape: Any) -> np.ndarray:
-        """Zeroed float64 storage (a shared-memory subclass can override this)."""
-        return np.zeros(shape, dtype=np.float64)
+    def _allocate(self, shape: Any, dtype: Any = np.float64) -> np.ndarray:
+        """Zeroed storage, in shared memory for a shared tree."""
+        return build_array(np.zeros((), dtype), shape, share_memory=self.shared)
+
+    @property
+    def t(self) -> int:
+        """Cursor: the row the next appended step goes to."""
+        return int(self._cursor[0])
+
+    @property
+    def _full(self) -> bool:
+        return bool(self._cursor[1])
 
     def reset(self) -> None:
         """All priorities zero, cursor at row 0."""
         self.tree.fill(0)
         if self.input_priorities is not None:
             self.input_priorities.fill(self.default_value)
-        self.t = 0
-        self._full = False
+        self._cursor[:] = 0
         self.prev_tree_idxs = None
 
     @property
@@ -117,8 +130,9 @@ class SumTree:
         if not 1 <= T <= self.T:
             raise ValueError(f"SumTree.advance(T={T}): T must be within [1, {self.T}].")
         t_old = self.t
-        self.t = (t_old + T) % self.T
-        self._full = self._full or t_old + T >= self.T
+        self._cursor[0] = (t_old + T) % self.T
+        if t_old + T >= self.T:
+            self._cursor[1] = 1
         count, b, f = self.n_stored, self.off_backward, self.off_forward
 
         inputs = self.input_priorities
@@ -292,3 +306,15 @@ class SumTree:
         for lv in levels:
             start = 1 << lv
             print(f"level {lv}: {self.tree[start:2 * start]}")
+
+
+class AsyncSumTree(SumTree):
+    """:class:`SumTree` in shared memory (``shared=True``), for asynchronous runners."""
+
+    def __init__(self, T: int, B: int, off_backward: int, off_forward: int,
+                 default_value: float = 1, enable_input_priorities: bool = False,
+                 input_priority_shift: int = 0):
+        super().__init__(T=T, B=B, off_backward=off_backward, off_forward=off_forward,
+                         default_value=default_value,
+                         enable_input_priorities=enable_input_priorities,
+                         input_priority_shift=input_priority_shift, shared=True)

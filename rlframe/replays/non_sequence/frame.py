@@ -3,51 +3,55 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlframe.replays.frame import FrameBufferMixin
-from rlframe.replays.non_sequence.n_step import NStepReturnBuffer
-from rlframe.replays.non_sequence.prioritized import PrioritizedReplay
-from rlframe.replays.non_sequence.uniform import UniformReplay
+from rlframe.replays.replay_buffer import ReplayBuffer
+from rlframe.replays.sampling import PrioritizedSampling
+from rlframe.replays.targets import NStepTargets
 
 
-class NStepFrameBuffer(FrameBufferMixin, NStepReturnBuffer):
-    """:class:`NStepReturnBuffer` whose observations are rebuilt from single frames.
-
-    Args:
-        example: namedtuple of one step; ``observation`` is ``[n_frames, H, W]``.
-        size, B, discount, n_step_return: see :class:`BaseNStepReturnBuffer`.
-    """
-
-    def __init__(self, example: Any, size: int | float, B: int, discount: float = 1,
-                 n_step_return: int = 1):
-        super().__init__(example=example, size=size, B=B, discount=discount,
-                         n_step_return=n_step_return)
-
-
-class UniformReplayFrameBuffer(UniformReplay, NStepFrameBuffer):
+class UniformReplayFrameBuffer(ReplayBuffer):
     """Uniform replay of frame-stacked observations; batches are ``SamplesFromReplay``.
 
     Args:
         example: namedtuple of one step; ``observation`` is ``[n_frames, H, W]``.
-        size, B, discount, n_step_return: see :class:`BaseNStepReturnBuffer`.
+        size, B, discount, n_step_return: see
+            :class:`~rlframe.replays.non_sequence.uniform.UniformReplayBuffer`.
     """
 
+    def __init__(self, example: Any, size: int | float, B: int, discount: float = 1,
+                 n_step_return: int = 1):
+        super().__init__(example, size, B, targets=NStepTargets(discount, n_step_return),
+                         frames=True, shared=self.async_)
 
-class PrioritizedReplayFrameBuffer(PrioritizedReplay, NStepFrameBuffer):
+
+class PrioritizedReplayFrameBuffer(ReplayBuffer):
     """Prioritized replay of frame-stacked observations; batches are ``SamplesFromReplayPri``.
 
     Args:
         example: namedtuple of one step; ``observation`` is ``[n_frames, H, W]``.
-        size, B, discount, n_step_return: see :class:`BaseNStepReturnBuffer`.
+        size, B, discount, n_step_return: see
+            :class:`~rlframe.replays.non_sequence.uniform.UniformReplayBuffer`.
         alpha, beta, default_priority, unique, input_priorities, input_priority_shift:
-            see :class:`~rlframe.replays.non_sequence.prioritized.PrioritizedReplay`.
+            see :class:`~rlframe.replays.sampling.PrioritizedSampling`.
     """
 
     def __init__(self, example: Any, size: int | float, B: int, discount: float = 1,
                  n_step_return: int = 1, alpha: float = 0.6, beta: float = 0.4,
                  default_priority: float = 1, unique: bool = False,
                  input_priorities: bool = False, input_priority_shift: int = 0):
-        super().__init__(example=example, size=size, B=B, discount=discount,
-                         n_step_return=n_step_return, alpha=alpha, beta=beta,
-                         default_priority=default_priority, unique=unique,
-                         input_priorities=input_priorities,
-                         input_priority_shift=input_priority_shift)
+        super().__init__(
+            example, size, B, targets=NStepTargets(discount, n_step_return),
+            sampling=PrioritizedSampling(alpha, beta, default_priority, unique,
+                                         input_priorities, input_priority_shift),
+            frames=True, shared=self.async_)
+
+
+class AsyncUniformReplayFrameBuffer(UniformReplayFrameBuffer):
+    """:class:`UniformReplayFrameBuffer` in shared memory, for asynchronous runners."""
+
+    async_ = True
+
+
+class AsyncPrioritizedReplayFrameBuffer(PrioritizedReplayFrameBuffer):
+    """:class:`PrioritizedReplayFrameBuffer` in shared memory, for asynchronous runners."""
+
+    async_ = True
