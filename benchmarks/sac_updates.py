@@ -14,7 +14,7 @@ from preallocated tensors (observation, action, reward, next observation,
 done) of the same size. No gradient norms, no statistics.
 
 Both include sampling; a second pair of rates excludes it (the framework's
-``SAC.train_step`` and the baseline update on batches drawn beforehand).
+``SAC.update`` and the baseline update on batches drawn beforehand).
 Rounds alternate between the two so that machine load affects both alike; the
 median rate of the rounds is reported. Observation and action sizes are
 HalfCheetah's (17, 6).
@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from _timing import median_rates
 
 from rlframe.agents.qpg.sac_agent import SacAgent
-from rlframe.algos.qpg.base import SamplesToBufferTl
+from rlframe.algos.off_policy import SamplesToBufferTl
 from rlframe.algos.qpg.sac import SAC
 from rlframe.envs.base import EnvSpaces
 from rlframe.samplers.collections import BatchSpec
@@ -64,7 +64,6 @@ def make_framework(updates: int) -> tuple:
         action=rng.uniform(-1, 1, (REPLAY, 1, ACT_DIM)).astype(np.float32),
         reward=rng.standard_normal((REPLAY, 1)).astype(np.float32),
         done=rng.random((REPLAY, 1)) < 0.001, timeout=np.zeros((REPLAY, 1), bool)))
-    algo._replay_T_appended = REPLAY
     return agent, algo
 
 
@@ -137,7 +136,6 @@ def main(rounds: int, updates: int, threads: int) -> None:
     torch.manual_seed(0)
     agent, algo = make_framework(updates)
     plain = PlainSac(agent)
-    opt_info = algo.OptInfoCls(*([] for _ in algo.OptInfoCls._fields))
     batches = [algo.replay_buffer.sample_batch(BATCH) for _ in range(updates)]
     plain_batches = [plain.sample() for _ in range(updates)]
 
@@ -150,7 +148,7 @@ def main(rounds: int, updates: int, threads: int) -> None:
 
     def framework_update_only():
         for batch in batches:
-            algo.train_step(batch, opt_info)
+            algo.update(batch)
 
     def plain_update_only():
         for batch in plain_batches:

@@ -36,7 +36,7 @@ def build_and_train(run_ID=0, cuda_idx=None, n_steps=200e3, log_interval_steps=8
         store_rnn_state_interval=20,
         min_steps_learn=5000,
         replay_size=int(1e5),
-        replay_ratio=64,  # 16 updates of 32 sequences of 40 steps per iteration
+        replay_ratio=64,  # 320 steps * 64 / (32 x 60-step sequences): 10.67 updates per itr
         target_update_interval=20,
         n_step_return=5,
         learning_rate=1e-3,

@@ -481,7 +481,7 @@ def test_cat_dqn_loss_is_cross_entropy_to_projection():
     agent.initialize(cartpole_spaces())
     algo = CategoricalDQN(V_min=-2, V_max=2, discount=0.5, n_step_return=2)
     algo.agent, algo._timelimit = agent, False
-    algo._set_support(agent)
+    algo.agent_setup(agent, sampler_bs=1)
     s = fake_batch()
     loss, kl = algo.loss(s)
     z = torch.linspace(-2, 2, 5)
@@ -535,14 +535,14 @@ def test_dqn_family_trains(AlgoCls, AgentCls, kwargs):
     infos = run_iterations(algo, agent, n_itr=12)
     assert algo.min_itr_learn == 5  # 40 steps // 8 per iteration
     assert (agent.eps_itr_min, agent.eps_itr_max) == (5, 10)
-    assert algo.updates_per_optimize == 4  # round(8 * 8 / 16)
+    assert algo.updates_per_optimize == 4  # 8 * 8 / 16
     assert all(not info.loss for info in infos[:5])
     assert all(len(info.loss) == 4 for info in infos[5:])
     assert all(math.isfinite(v) for info in infos for v in info.loss + info.tdAbsErr)
     assert algo.update_counter == 7 * 4
-    replay_name = type(algo.replay_buffer).__name__
-    assert ("Prioritized" in replay_name) == bool(kwargs.get("prioritized_replay"))
-    assert replay_name.startswith("Tl") == kwargs.get("bootstrap_timelimit", True)
+    replay = algo.replay_buffer
+    assert replay.sampling.prioritized == bool(kwargs.get("prioritized_replay"))
+    assert replay.targets.time_limit == kwargs.get("bootstrap_timelimit", True)
     if kwargs.get("prioritized_replay"):
         # Beta annealed from learning start (itr 5) to pri_beta_steps (itr 20).
         assert algo.replay_buffer.beta == pytest.approx(0.4 + 0.6 * (11 - 5) / 15)
@@ -743,11 +743,15 @@ def test_frame_stack_observations_use_frame_replays():
     algo = DQN(batch_size=16, min_steps_learn=16, replay_size=400, n_step_return=2,
                prioritized_replay=True, eps_steps=40)
     infos = run_iterations(algo, DqnAgent(), 8, EnvCls=make_frame_env, env_kwargs={})
-    assert type(algo.replay_buffer).__name__ == "PrioritizedReplayFrameBuffer"
+    replay = algo.replay_buffer
+    assert replay.observations is not None and replay.sampling.prioritized
+    assert replay.samples_frames.shape[2:] == replay.samples_new_frames.shape[2:]
     assert any(info.loss for info in infos)
     r2d1 = R2D1(batch_T=4, warmup_T=4, batch_B=2, store_rnn_state_interval=4,
                 min_steps_learn=32, replay_size=400, n_step_return=2, eps_steps=40)
     infos = run_iterations(r2d1, R2d1Agent(model_kwargs=dict(lstm_size=8)), 10,
                            EnvCls=make_frame_env, env_kwargs={})
-    assert type(r2d1.replay_buffer).__name__ == "PrioritizedSequenceReplayFrameBuffer"
+    replay = r2d1.replay_buffer
+    assert replay.observations is not None and replay.sampling.prioritized
+    assert replay.start_interval == 4 and replay.batch_T == 8
     assert any(info.loss for info in infos)

@@ -12,15 +12,13 @@ import torch.distributed as dist
 from rlframe.agents.qpg.ddpg_agent import DdpgAgent
 from rlframe.agents.qpg.sac_agent import SacAgent
 from rlframe.agents.qpg.td3_agent import Td3Agent
-from rlframe.algos.qpg.base import SamplesToBufferTl
+from rlframe.algos.off_policy import SamplesToBufferTl
 from rlframe.algos.qpg.ddpg import DDPG
 from rlframe.algos.qpg.sac import SAC
 from rlframe.algos.qpg.td3 import TD3
 from rlframe.envs.base import EnvSpaces
 from rlframe.envs.gym import make as gym_make
 from rlframe.models.qpg.mlp import MuMlpModel, PiMlpModel, QofMuMlpModel, VMlpModel
-from rlframe.replays.non_sequence.time_limit import TlUniformReplayBuffer
-from rlframe.replays.non_sequence.uniform import UniformReplayBuffer
 from rlframe.samplers.collections import BatchSpec
 from rlframe.samplers.serial.sampler import SerialSampler
 from rlframe.spaces.float_box import FloatBox
@@ -275,7 +273,6 @@ def fill_replay(algo, n=40, seed=0):
         action=rng.uniform(-1, 1, (n, 1, ACT_DIM)).astype(np.float32),
         reward=rng.standard_normal((n, 1)).astype(np.float32),
         done=np.zeros((n, 1), bool), timeout=np.zeros((n, 1), bool)))
-    algo._replay_T_appended += n
 
 
 def crafted_batch(algo):
@@ -309,7 +306,7 @@ def target_values(algo, agent, batch, name):
 @pytest.mark.parametrize("name", sorted(ALGOS))
 def test_truncated_episode_bootstraps_terminated_does_not(name):
     algo, agent = make_algo(name, discount=0.9)
-    assert isinstance(algo.replay_buffer, TlUniformReplayBuffer)
+    assert algo.replay_buffer.targets.time_limit
     assert algo.replay_buffer.discount == 0.9  # Discount reaches the n-step replay.
     batch, reward = crafted_batch(algo)
     torch.manual_seed(5)
@@ -347,7 +344,7 @@ def loss_of(algo, batch, valid):
 @pytest.mark.parametrize("name", sorted(ALGOS))
 def test_without_bootstrap_timelimit_a_cut_counts_as_termination(name):
     algo, _ = make_algo(name, bootstrap_timelimit=False)
-    assert isinstance(algo.replay_buffer, UniformReplayBuffer)
+    assert not algo.replay_buffer.targets.time_limit
     assert algo.valid_mask(None) is None
     example = algo.examples_to_buffer(examples())
     assert "timeout" not in example._fields
@@ -382,9 +379,9 @@ def test_updates_per_iteration_and_learning_start(name):
         assert agent.min_itr_learn == 3
 
 
-def test_sac_zero_updates_is_an_error():
-    with pytest.raises(ValueError, match="no updates"):
-        make_algo("sac", batch_size=256, replay_ratio=8)
+def test_sac_fractional_updates_per_iteration():
+    algo, _ = make_algo("sac", T=4, B=2, batch_size=256, replay_ratio=8)  # 8 * 8 / 256
+    assert algo.updates_per_optimize == 0.25
 
 
 @pytest.mark.parametrize("name", sorted(ALGOS))
@@ -534,16 +531,18 @@ def test_bad_agent_arguments():
         SacAgent(pretrain_std=-1)
 
 
-def test_algo_needs_mid_batch_reset_and_timeout_info():
+def test_algo_needs_mid_batch_reset_and_warns_without_timeout_info(capsys):
     agent = make_agent("sac")
     with pytest.raises(ValueError, match="mid_batch_reset=False"):
         SAC().initialize(agent, 1, BatchSpec(1, 1), mid_batch_reset=False, examples=examples())
     no_timeout = dict(examples(), env_info=namedtuple("EnvInfo", ["x"])(0))
-    with pytest.raises(ValueError, match=r"bootstrap_timelimit=True\) needs env_info.timeout"):
-        SAC(min_steps_learn=0, replay_size=100, batch_size=8).initialize(
-            agent, 1, BatchSpec(1, 1), mid_batch_reset=True, examples=no_timeout)
+    algo = SAC(min_steps_learn=0, replay_size=100, batch_size=8)
+    algo.initialize(agent, 1, BatchSpec(1, 1), mid_batch_reset=True, examples=no_timeout)
+    assert "found no env_info.timeout" in capsys.readouterr().out
+    assert not algo.replay_buffer.targets.time_limit  # Cuts count as terminations.
     SAC(min_steps_learn=0, replay_size=100, batch_size=8, bootstrap_timelimit=False).initialize(
         agent, 1, BatchSpec(1, 1), mid_batch_reset=True, examples=no_timeout)
+    assert "found no env_info.timeout" not in capsys.readouterr().out
 
 
 # ---------------------------------------------------------------------- seeding

@@ -21,6 +21,8 @@ def select_at_indexes(indexes: torch.Tensor, tensor: torch.Tensor) -> torch.Tens
         raise ValueError(f"indexes shape {tuple(indexes.shape)} must match the leading dims of "
                          f"tensor shape {tuple(tensor.shape)}.")
     rest = tensor.shape[dim + 1:]
+    if not rest:  # The common case, e.g. Q-values [B, A] at actions [B]: one gather.
+        return torch.gather(tensor, dim, indexes.long().unsqueeze(dim)).squeeze(dim)
     index = indexes.long().reshape(indexes.shape + (1,) * (1 + len(rest)))
     index = index.expand(indexes.shape + (1,) + rest)
     return torch.gather(tensor, dim, index).squeeze(dim)

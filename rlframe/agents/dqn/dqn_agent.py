@@ -88,8 +88,10 @@ class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
             self.target_model.to(self.device)
 
     def _model_inputs(self, observation: Any, prev_action: Any, prev_reward: Any) -> tuple:
-        prev_action = self.distribution.to_onehot(prev_action)
-        return buffer_to((observation, prev_action, prev_reward), device=self.device)
+        inputs = (observation, self.distribution.to_onehot(prev_action), prev_reward)
+        if self.device.type == "cpu":  # Inputs are CPU tensors already: nothing to move.
+            return inputs
+        return buffer_to(inputs, device=self.device)
 
     def __call__(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor:
         """Q-values [*lead, A] of the online model, with grad, on CPU."""

@@ -8,8 +8,9 @@ from typing import Any, Iterator, Sequence
 import torch
 
 from rlframe.agents.base import AgentStep, BaseAgent
-from rlframe.agents.qpg.base import (AgentInfo, TargetPairs, accepts_kwarg, chain_parameters,
-                                     check_continuous_action_space, unwrap, wrap_ddp)
+from rlframe.agents.qpg.base import (AgentInfo, LearningStartMixin, TargetPairs, accepts_kwarg,
+                                     chain_parameters, check_continuous_action_space, unwrap,
+                                     wrap_ddp)
 from rlframe.distributions.gaussian import DistInfo, Gaussian
 from rlframe.models.qpg.mlp import MuMlpModel, QofMuMlpModel
 from rlframe.models.utils import strip_ddp_state_dict
@@ -19,7 +20,7 @@ from rlframe.utils.logging import logger
 __all__ = ["AgentInfo", "DdpgAgent"]
 
 
-class DdpgAgent(BaseAgent):
+class DdpgAgent(LearningStartMixin, BaseAgent):
     """Agent for DDPG: exploration by Gaussian noise around a deterministic action.
 
     Models (built with ``observation_shape`` and ``action_size``; the policy
@@ -55,6 +56,7 @@ class DdpgAgent(BaseAgent):
             model_kwargs = dict(hidden_sizes=[400, 300])
         super().__init__(ModelCls=ModelCls, model_kwargs=model_kwargs,
                          initial_model_state_dict=initial_model_state_dict)
+        self._init_learning_start()
         self.QModelCls = QModelCls
         self.q_model_kwargs = (dict(hidden_sizes=[400, 300]) if q_model_kwargs is None
                                else dict(q_model_kwargs))

@@ -6,13 +6,13 @@ from typing import Any, Sequence
 
 import torch
 
-from rlframe.agents.qpg.base import LearningStartMixin, wrap_ddp
+from rlframe.agents.qpg.base import wrap_ddp
 from rlframe.agents.qpg.ddpg_agent import DdpgAgent
 from rlframe.distributions.gaussian import DistInfo, Gaussian
 from rlframe.models.utils import strip_ddp_state_dict
 
 
-class Td3Agent(LearningStartMixin, DdpgAgent):
+class Td3Agent(DdpgAgent):
     """Agent for TD3 (Fujimoto et al., 2018).
 
     Adds a second critic ``q2_model`` (and ``target_q2_model``); the target
@@ -44,7 +44,6 @@ class Td3Agent(LearningStartMixin, DdpgAgent):
         self.target_noise_std = target_noise_std
         self.target_noise_clip = target_noise_clip
         self.initial_q2_model_state_dict = initial_q2_model_state_dict
-        self._init_learning_start()
         self.q2_model: torch.nn.Module | None = None
         self.target_q2_model: torch.nn.Module | None = None
         self.target_distribution: Gaussian | None = None

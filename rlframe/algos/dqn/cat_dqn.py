@@ -5,6 +5,7 @@ from typing import Any
 
 import torch
 
+from rlframe.agents.dqn.catdqn_agent import CatDqnAgent
 from rlframe.algos.dqn.dqn import DQN
 from rlframe.utils.tensor import select_at_indexes, valid_mean
 
@@ -86,17 +87,10 @@ class CategoricalDQN(DQN):
         self.V_min = float(V_min)
         self.V_max = float(V_max)
 
-    def initialize(self, agent: Any, *args: Any, **kwargs: Any) -> None:
-        super().initialize(agent, *args, **kwargs)
-        self._set_support(agent)
-
-    def async_initialize(self, agent: Any, *args: Any, **kwargs: Any) -> Any:
-        replay = super().async_initialize(agent, *args, **kwargs)
-        self._set_support(agent)
-        return replay
-
-    def _set_support(self, agent: Any) -> None:
-        if not hasattr(agent, "give_V_min_max"):
+    def agent_setup(self, agent: Any, sampler_bs: int) -> None:
+        """The epsilon schedule, and the support of the agent's return distributions."""
+        super().agent_setup(agent, sampler_bs)
+        if not isinstance(agent, CatDqnAgent):
             raise TypeError(f"CategoricalDQN needs a distributional agent (e.g. CatDqnAgent) "
                             f"with give_V_min_max(); got {type(agent).__name__}.")
         agent.give_V_min_max(self.V_min, self.V_max)

@@ -15,31 +15,21 @@ import numpy as np
 import torch
 
 from rlframe.agents.base import AgentInputs
-from rlframe.algos.dqn.dqn import DQN, SamplesToBuffer, async_replay_class, is_frame_stack
-from rlframe.algos.utils import discount_return_n_step, valid_from_done
-from rlframe.replays.sequence.frame import (PrioritizedSequenceReplayFrameBuffer,
-                                            UniformSequenceReplayFrameBuffer)
-from rlframe.replays.sequence.prioritized import PrioritizedSequenceReplayBuffer
-from rlframe.replays.sequence.uniform import UniformSequenceReplayBuffer
+from rlframe.algos.dqn.dqn import DQN, SamplesToBuffer, SamplesToBufferTl
+from rlframe.algos.returns import discount_return_n_step, valid_from_done
+from rlframe.replays.layouts import SequenceLayout
 from rlframe.utils.buffer import buffer_func, buffer_method, buffer_to, torchify_buffer
 from rlframe.utils.checks import as_int, check_number, positive_int
 from rlframe.utils.collections import namedarraytuple
-from rlframe.utils.logging import logger
-from rlframe.utils.tensor import clip_grad_norm, select_at_indexes, valid_mean
+from rlframe.utils.tensor import select_at_indexes, valid_mean
 
 OptInfo = namedtuple("OptInfo", ["loss", "gradNorm", "tdAbsErr", "priority"])
 SamplesToBufferRnn = namedarraytuple("SamplesToBufferRnn",
                                      SamplesToBuffer._fields + ("prev_rnn_state",))
+SamplesToBufferTlRnn = namedarraytuple("SamplesToBufferTlRnn",
+                                       SamplesToBufferTl._fields + ("prev_rnn_state",))
 PrioritiesSamplesToBuffer = namedarraytuple("PrioritiesSamplesToBuffer",
                                             ["priorities", "samples"])
-
-# Default replay classes keyed by (frame stacks, prioritized).
-_SEQUENCE_REPLAY_CLASSES = {
-    (False, False): UniformSequenceReplayBuffer,
-    (False, True): PrioritizedSequenceReplayBuffer,
-    (True, False): UniformSequenceReplayFrameBuffer,
-    (True, True): PrioritizedSequenceReplayFrameBuffer,
-}
 
 
 def value_rescale(x: torch.Tensor, eps: float = 1e-3) -> torch.Tensor:
@@ -70,14 +60,14 @@ class R2D1(DQN):
 
     with ``h`` the value rescaling (:func:`value_rescale`), ``a*`` the online
     network's argmax (double DQN), and ``k`` over the ``batch_T`` training
-    steps up to the first episode end. A sequence's new priority is
+    steps up to the first episode end (and, with ``bootstrap_timelimit``,
+    without those whose n-step window a time limit cut). A sequence's new priority is
     ``pri_eta * max_k |delta_k| + (1 - pri_eta) * mean_k |delta_k|``.
 
     Needs a recurrent agent (e.g. ``R2d1Agent``) whose ``agent_info`` records
     ``q`` and ``prev_rnn_state``, and a sampler that resets envs mid-batch.
     With prioritized replay the sampler's ``batch_T`` must be a multiple of
-    ``store_rnn_state_interval``. An episode cut by a time limit counts as
-    ended (the sequence replay keeps no ``timeout`` flag).
+    ``store_rnn_state_interval``.
 
     Args:
         discount: reward discount.
@@ -109,9 +99,14 @@ class R2D1(DQN):
         value_scale_eps: the ``eps`` of the value rescaling.
         ReplayBufferCls: replay class instead of the default sequence buffer.
         updates_per_sync: updates per iteration in asynchronous runners.
+        bootstrap_timelimit: leave training steps whose n-step window was cut by
+            a time limit out of the loss (needs ``env_info.timeout``); rlpyt's
+            R2D1 has no such option (it behaves as False).
     """
 
-    opt_info_fields = tuple(f for f in OptInfo._fields)
+    OptInfoCls = OptInfo
+    opt_info_fields = tuple(OptInfo._fields)
+    sequence_replay = True
 
     def __init__(self, discount: float = 0.997, batch_T: int = 80, batch_B: int = 64,
                  warmup_T: int = 40, store_rnn_state_interval: int = 40,
@@ -126,7 +121,8 @@ class R2D1(DQN):
                  pri_beta_steps: int = int(50e6), pri_eta: float = 0.9,
                  default_priority: float | None = None, input_priorities: bool = True,
                  input_priority_shift: int | None = None, value_scale_eps: float = 1e-3,
-                 ReplayBufferCls: type | None = None, updates_per_sync: int = 1):
+                 ReplayBufferCls: type | None = None, updates_per_sync: int = 1,
+                 bootstrap_timelimit: bool = True):
         self.batch_T = positive_int("batch_T", batch_T)
         self.batch_B = positive_int("batch_B", batch_B)
         self.warmup_T = as_int("warmup_T", warmup_T, minimum=0)
@@ -147,7 +143,7 @@ class R2D1(DQN):
             pri_alpha=pri_alpha, pri_beta_init=pri_beta_init, pri_beta_final=pri_beta_final,
             pri_beta_steps=pri_beta_steps, default_priority=default_priority,
             ReplayBufferCls=ReplayBufferCls, updates_per_sync=updates_per_sync,
-            bootstrap_timelimit=False)
+            bootstrap_timelimit=bootstrap_timelimit)
         self.pri_eta = check_number("pri_eta", pri_eta, high=1., low_open=False)
         self.input_priorities = input_priorities
         if input_priority_shift is None:
@@ -159,23 +155,35 @@ class R2D1(DQN):
             raise ValueError(f"value_scale_eps must be >= 0, got {value_scale_eps}.")
         self.value_scale_eps = value_scale_eps
 
-    def _check_replay_size(self) -> None:
-        """Sequences are drawn with replacement: what must fit is one sequence per env,
-        checked in :meth:`initialize_replay_buffer` once the number of envs is known."""
-
     # ------------------------------------------------------------------ setup
-    def initialize(self, agent: Any, n_itr: int, batch_spec: Any, mid_batch_reset: bool = False,
-                   examples: dict | None = None, world_size: int = 1, rank: int = 0) -> None:
+    def agent_setup(self, agent: Any, sampler_bs: int) -> None:
         if not getattr(agent, "recurrent", False):
             raise TypeError(f"R2D1 needs a recurrent agent (e.g. R2d1Agent); got "
                             f"{type(agent).__name__}.")
-        super().initialize(agent, n_itr, batch_spec, mid_batch_reset=mid_batch_reset,
-                           examples=examples, world_size=world_size, rank=rank)
+        super().agent_setup(agent, sampler_bs)
+
+    @property
+    def replay_batch_B(self) -> int:
+        """Sequences drawn per update."""
+        return self.batch_B
+
+    def replay_layout(self) -> SequenceLayout:
+        """Sequences of ``warmup_T + batch_T`` steps from states stored every
+        ``store_rnn_state_interval`` steps."""
+        return SequenceLayout(self.store_rnn_state_interval, self.batch_T + self.warmup_T)
+
+    def input_priority_kwargs(self) -> dict:
+        return dict(input_priorities=self.input_priorities,
+                    input_priority_shift=self.input_priority_shift)
+
+    def replay_kwargs(self, example: Any, batch_spec: Any) -> dict:
+        return dict(super().replay_kwargs(example, batch_spec),
+                    rnn_state_interval=self.store_rnn_state_interval,
+                    batch_T=self.batch_T + self.warmup_T)
 
     def initialize_replay_buffer(self, examples: dict, batch_spec: Any,
                                  async_: bool = False) -> Any:
-        """Build the sequence replay; check that sequences fit and chunks align."""
-        self._timelimit = False
+        """Check that the agent records what the replay needs and chunks align."""
         rsi, seq_T = self.store_rnn_state_interval, self.batch_T + self.warmup_T
         u = max(1, rsi)
         replay_T = u * math.ceil(math.ceil(self.replay_size / batch_spec.B) / u)
@@ -192,57 +200,28 @@ class R2D1(DQN):
         if self.prioritized_replay and rsi > 1 and batch_spec.T % rsi:
             raise ValueError(f"With prioritized replay the sampler's batch_T={batch_spec.T} "
                              f"must be a multiple of store_rnn_state_interval={rsi}.")
-        if rsi > 0 and "prev_rnn_state" not in getattr(examples["agent_info"], "_fields", ()):
+        agent_info_fields = getattr(examples["agent_info"], "_fields", ())
+        if rsi > 0 and "prev_rnn_state" not in agent_info_fields:
             raise TypeError("store_rnn_state_interval > 0 needs an agent whose agent_info has "
                             "prev_rnn_state (e.g. R2d1Agent).")
-        if self.input_priorities and "q" not in getattr(examples["agent_info"], "_fields", ()):
+        if self.input_priorities and "q" not in agent_info_fields:
             raise TypeError("input_priorities=True needs an agent whose agent_info records q "
                             "(e.g. R2d1Agent); or set input_priorities=False.")
-        kwargs = dict(example=self.examples_to_buffer(examples), size=self.replay_size,
-                      B=batch_spec.B, discount=self.discount, n_step_return=self.n_step_return,
-                      rnn_state_interval=rsi, batch_T=seq_T)
-        if self.prioritized_replay:
-            kwargs.update(alpha=self.pri_alpha, beta=self.pri_beta_init,
-                          default_priority=self.default_priority,
-                          input_priorities=self.input_priorities,
-                          input_priority_shift=self.input_priority_shift)
-        if self.ReplayBufferCls is not None:
-            ReplayCls = self.ReplayBufferCls
-            logger.log(f"WARNING: ignoring the default replay buffer class; using "
-                       f"{ReplayCls.__name__} as given.")
-        else:
-            ReplayCls = self.default_replay_class(examples, async_)
-        self.replay_buffer = ReplayCls(**kwargs)
-        self._replay_T_appended = 0
-        # Steps per env stored before a first sequence can be drawn: the first aligned
-        # start after the oldest unusable steps, the sequence and its n-step targets.
-        off_forward = getattr(self.replay_buffer, "off_forward", 1)
-        self._min_replay_T = u * math.ceil(off_forward / u) + seq_T + self.n_step_return
-        return self.replay_buffer
-
-    def default_replay_class(self, examples: dict, async_: bool = False) -> type:
-        """Sequence replay, storing single frames for frame-stack observations."""
-        frames = is_frame_stack(examples["observation"])
-        ReplayCls = _SEQUENCE_REPLAY_CLASSES[(frames, self.prioritized_replay)]
-        return async_replay_class(ReplayCls) if async_ else ReplayCls
+        return super().initialize_replay_buffer(examples, batch_spec, async_=async_)
 
     def examples_to_buffer(self, examples: dict) -> Any:
-        example = SamplesToBuffer(observation=examples["observation"],
-                                  action=examples["action"], reward=examples["reward"],
-                                  done=examples["done"])
+        example = super().examples_to_buffer(examples)
         if self.store_rnn_state_interval > 0:
-            example = SamplesToBufferRnn(*example,
-                                         prev_rnn_state=examples["agent_info"].prev_rnn_state)
+            Cls = SamplesToBufferTlRnn if self._timelimit else SamplesToBufferRnn
+            example = Cls(*example, prev_rnn_state=examples["agent_info"].prev_rnn_state)
         return example
 
     def samples_to_buffer(self, samples: Any) -> Any:
         """Sampler batch -> replay layout (+ RNN states, + input priorities)."""
-        to_buffer = SamplesToBuffer(observation=samples.env.observation,
-                                    action=samples.agent.action, reward=samples.env.reward,
-                                    done=samples.env.done)
+        to_buffer = super().samples_to_buffer(samples)
         if self.store_rnn_state_interval > 0:
-            to_buffer = SamplesToBufferRnn(
-                *to_buffer, prev_rnn_state=samples.agent.agent_info.prev_rnn_state)
+            Cls = SamplesToBufferTlRnn if self._timelimit else SamplesToBufferRnn
+            to_buffer = Cls(*to_buffer, prev_rnn_state=samples.agent.agent_info.prev_rnn_state)
         if self.prioritized_replay and self.input_priorities:
             to_buffer = PrioritiesSamplesToBuffer(
                 priorities=self.compute_input_priorities(samples), samples=to_buffer)
@@ -274,34 +253,13 @@ class R2D1(DQN):
         return self.sequence_priorities(delta, valid).numpy().astype(np.float64)
 
     # --------------------------------------------------------------- training
-    def optimize_agent(self, itr: int, samples: Any = None,
-                       sampler_itr: int | None = None) -> OptInfo:
-        """Store ``samples`` [T, B]; from ``min_itr_learn`` on, train on sequences."""
-        itr = itr if sampler_itr is None else sampler_itr
-        if samples is not None:
-            self.replay_buffer.append_samples(self.samples_to_buffer(samples))
-            self._replay_T_appended += samples.env.reward.shape[0]
-        opt_info = OptInfo(*([] for _ in OptInfo._fields))
-        if itr < self.min_itr_learn or self._replay_T_appended < self._min_replay_T:
-            return opt_info
-        for _ in range(self.updates_per_optimize):
-            samples_from_replay = self.replay_buffer.sample_batch(self.batch_B)
-            self.optimizer.zero_grad()
-            loss, td_abs_errors, priorities = self.loss(samples_from_replay)
-            loss.backward()
-            grad_norm = clip_grad_norm(self._params, self.clip_grad_norm)
-            self.optimizer.step()
-            if self.prioritized_replay:
-                self.replay_buffer.update_batch_priorities(priorities)
-            opt_info.loss.append(loss.item())
-            opt_info.gradNorm.append(float(grad_norm))
-            opt_info.tdAbsErr.extend(td_abs_errors[::8].reshape(-1).tolist())
-            opt_info.priority.extend(priorities.tolist())
-            self.update_counter += 1
-            if self.update_counter % self.target_update_interval == 0:
-                self.agent.update_target()
-        self.update_itr_hyperparams(itr)
-        return opt_info
+    def update(self, samples: Any) -> tuple[dict, torch.Tensor | None]:
+        """One step on a batch of sequences; returns the logged values and priorities."""
+        loss, td_abs_errors, priorities = self.loss(samples)
+        grad_norm, = self.gradient_step(loss, (self.optimizer, self._params))
+        stats = dict(loss=loss.detach(), gradNorm=grad_norm, tdAbsErr=td_abs_errors[::8],
+                     priority=priorities)
+        return stats, priorities if self.prioritized_replay else None
 
     def loss(self, samples: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Sequence TD loss.
@@ -368,6 +326,8 @@ class R2D1(DQN):
         # Steps after an episode end continue with the next episode under a
         # state that never saw it: leave them out.
         valid = valid_from_done(samples.done[wT:wT + bT])
+        if self._timelimit:  # And those whose n-step target a time limit cut.
+            valid = valid * (1 - samples.timeout_n[wT:wT + bT].float())
         loss = valid_mean(losses, valid)
         td_abs_errors = delta.detach().abs()
         if self.delta_clip is not None:

@@ -6,10 +6,10 @@ from typing import Any
 
 import torch
 
-from rlframe.algos.base import RlAlgorithm
-from rlframe.algos.utils import (discount_return, discount_return_tl,
-                                 generalized_advantage_estimation,
-                                 generalized_advantage_estimation_tl, valid_from_done)
+from rlframe.algos.base import RlAlgorithm, make_optimizer
+from rlframe.algos.returns import (discount_return, discount_return_tl,
+                                   generalized_advantage_estimation,
+                                   generalized_advantage_estimation_tl, valid_from_done)
 from rlframe.utils.collections import namedarraytuple
 from rlframe.utils.tensor import valid_mean
 
@@ -38,8 +38,8 @@ class PolicyGradientAlgo(RlAlgorithm):
         self.mid_batch_reset = mid_batch_reset
         self.world_size = world_size
         self.rank = rank
-        self.optimizer = self.OptimCls(agent.parameters(), lr=self.learning_rate,
-                                       **self.optim_kwargs)
+        self.optimizer = make_optimizer(self.OptimCls, agent.parameters(), self.learning_rate,
+                                        self.optim_kwargs)
         if self.initial_optim_state_dict is not None:
             self.optimizer.load_state_dict(self.initial_optim_state_dict)
 

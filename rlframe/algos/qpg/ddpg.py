@@ -6,16 +6,17 @@ from typing import Any
 
 import torch
 
-from rlframe.algos.qpg.base import QpgAlgoBase, SamplesToBuffer, SamplesToBufferTl
+from rlframe.algos.base import make_optimizer
+from rlframe.algos.off_policy import OffPolicyAlgorithm, SamplesToBuffer, SamplesToBufferTl
 from rlframe.utils.checks import check_number, positive_int
-from rlframe.utils.tensor import clip_grad_norm, valid_mean
+from rlframe.utils.tensor import valid_mean
 
 __all__ = ["DDPG", "OptInfo", "SamplesToBuffer", "SamplesToBufferTl"]
 
 OptInfo = namedtuple("OptInfo", ["muLoss", "qLoss", "muGradNorm", "qGradNorm"])
 
 
-class DDPG(QpgAlgoBase):
+class DDPG(OffPolicyAlgorithm):
     """DDPG: a critic fit by TD learning, a deterministic policy that climbs it.
 
     Per update, on a replay minibatch (leading dim ``[batch_size]``)::
@@ -34,8 +35,9 @@ class DDPG(QpgAlgoBase):
         batch_size: transitions per update.
         min_steps_learn: env steps collected before the first update.
         replay_size: replay capacity in transitions.
-        replay_ratio: transitions trained on per transition collected; sets
-            ``updates_per_optimize = max(1, round(replay_ratio * sampler_batch / batch_size))``.
+        replay_ratio: transitions trained on per transition collected:
+            ``replay_ratio * sampler_batch / batch_size`` updates per iteration, a
+            fraction carried over to the next iteration.
         target_update_tau: Polyak weight of each target update (1 copies).
         target_update_interval: updates between target updates.
         policy_update_interval: critic updates per policy update.
@@ -50,10 +52,10 @@ class DDPG(QpgAlgoBase):
         updates_per_sync: updates per iteration in asynchronous runners.
         bootstrap_timelimit: leave transitions cut by a time limit out of the
             losses instead of treating the cut as a termination (see
-            :mod:`rlframe.algos.qpg.base`); needs ``env_info.timeout``.
-        ReplayBufferCls: replay class instead of the default
-            (``TlUniformReplayBuffer``, or ``UniformReplayBuffer`` without
-            ``bootstrap_timelimit``), built with the same arguments.
+            :mod:`rlframe.algos.off_policy`); needs ``env_info.timeout``.
+        ReplayBufferCls: replay class instead of the default (uniform n-step
+            replay, time-limit aware with ``bootstrap_timelimit``), built with
+            rlpyt's keyword arguments.
     """
 
     OptInfoCls = OptInfo
@@ -68,33 +70,25 @@ class DDPG(QpgAlgoBase):
                  initial_optim_state_dict: dict | None = None, clip_grad_norm: float = 1e8,
                  q_target_clip: float = 1e6, n_step_return: int = 1, updates_per_sync: int = 1,
                  bootstrap_timelimit: bool = True, ReplayBufferCls: type | None = None):
-        self.discount = discount
-        self._batch_size = batch_size
-        self.min_steps_learn = min_steps_learn
-        self.replay_size = replay_size
-        self.replay_ratio = replay_ratio
-        self.target_update_tau = target_update_tau
-        self.target_update_interval = target_update_interval
-        self.policy_update_interval = policy_update_interval
-        self.learning_rate = learning_rate
-        self.q_learning_rate = q_learning_rate
-        self.OptimCls = OptimCls
-        self.optim_kwargs = dict() if optim_kwargs is None else dict(optim_kwargs)
-        self.initial_optim_state_dict = initial_optim_state_dict
-        self.clip_grad_norm = clip_grad_norm
-        self.q_target_clip = q_target_clip
-        self.n_step_return = n_step_return
-        self.updates_per_sync = updates_per_sync
-        self.bootstrap_timelimit = bootstrap_timelimit
-        self.ReplayBufferCls = ReplayBufferCls
-        self.update_counter = 0
-        self.min_itr_learn = 0  # Set from min_steps_learn in initialize().
-        self._check_common_args()
+        super().__init__(
+            discount=discount, batch_size=batch_size, min_steps_learn=min_steps_learn,
+            replay_size=replay_size, replay_ratio=replay_ratio,
+            target_update_tau=target_update_tau, target_update_interval=target_update_interval,
+            n_step_return=n_step_return, clip_grad_norm=clip_grad_norm,
+            updates_per_sync=updates_per_sync, bootstrap_timelimit=bootstrap_timelimit,
+            ReplayBufferCls=ReplayBufferCls)
         self.policy_update_interval = positive_int("policy_update_interval",
                                                    policy_update_interval)
         self.learning_rate = check_number("learning_rate", learning_rate)
         self.q_learning_rate = check_number("q_learning_rate", q_learning_rate)
+        self.OptimCls = OptimCls
+        self.optim_kwargs = dict() if optim_kwargs is None else dict(optim_kwargs)
+        self.initial_optim_state_dict = initial_optim_state_dict
         self.q_target_clip = check_number("q_target_clip", q_target_clip)
+
+    def agent_setup(self, agent: Any, sampler_bs: int) -> None:
+        """Tell the agent when learning starts (it samples with pre-training noise until then)."""
+        agent.give_min_itr_learn(self.min_itr_learn)
 
     def policy_learning_rate(self) -> float:
         """Step size of the policy optimizer (DDPG: ``learning_rate``)."""
@@ -106,10 +100,10 @@ class DDPG(QpgAlgoBase):
         # Parameter lists kept for gradient clipping (gathered once, not per update).
         self._mu_params = list(self.agent.mu_parameters())
         self._q_params = list(self.agent.q_parameters())
-        self.mu_optimizer = self.OptimCls(self._mu_params, lr=self.policy_learning_rate(),
-                                          **self.optim_kwargs)
-        self.q_optimizer = self.OptimCls(self._q_params, lr=self.q_learning_rate,
-                                         **self.optim_kwargs)
+        self.mu_optimizer = make_optimizer(self.OptimCls, self._mu_params,
+                                           self.policy_learning_rate(), self.optim_kwargs)
+        self.q_optimizer = make_optimizer(self.OptimCls, self._q_params, self.q_learning_rate,
+                                          self.optim_kwargs)
         if self.initial_optim_state_dict is not None:
             self.load_optim_state_dict(self.initial_optim_state_dict)
 
@@ -121,32 +115,23 @@ class DDPG(QpgAlgoBase):
         self.q_optimizer.load_state_dict(state_dict["q"])
         self.mu_optimizer.load_state_dict(state_dict["mu"])
 
-    def train_step(self, samples: Any, opt_info: Any) -> None:
+    def update(self, samples: Any) -> tuple[dict, None]:
+        """A critic step, and a policy step every ``policy_update_interval`` updates."""
         valid = self.valid_mask(samples)
-        self.q_optimizer.zero_grad()
         q_loss = self.q_loss(samples, valid)
-        q_loss.backward()
-        q_grad_norm = clip_grad_norm(self._q_params, self.clip_grad_norm)
-        self.q_optimizer.step()
-        opt_info.qLoss.append(q_loss.item())
-        opt_info.qGradNorm.append(float(q_grad_norm))
-        self.update_counter += 1
-        if self.update_counter % self.policy_update_interval == 0:
-            self.mu_optimizer.zero_grad()
+        q_grad_norm, = self.gradient_step(q_loss, (self.q_optimizer, self._q_params))
+        stats = dict(qLoss=q_loss.detach(), qGradNorm=q_grad_norm)
+        if (self.update_counter + 1) % self.policy_update_interval == 0:
             mu_loss = self.mu_loss(samples, valid)
-            mu_loss.backward()
-            mu_grad_norm = clip_grad_norm(self._mu_params, self.clip_grad_norm)
-            self.mu_optimizer.step()
-            opt_info.muLoss.append(mu_loss.item())
-            opt_info.muGradNorm.append(float(mu_grad_norm))
-        if self.update_counter % self.target_update_interval == 0:
-            self.agent.update_target(self.target_update_tau)
+            mu_grad_norm, = self.gradient_step(mu_loss, (self.mu_optimizer, self._mu_params))
+            stats.update(muLoss=mu_loss.detach(), muGradNorm=mu_grad_norm)
+        return stats, None
 
     def q_target(self, samples: Any) -> torch.Tensor:
         """TD target ``y`` [batch_size] (no grad), clipped to ``±q_target_clip``."""
         with torch.no_grad():
             target_q = self.agent.target_q_at_mu(*samples.target_inputs)
-            y = samples.return_ + self._bootstrap_discount(samples) * target_q
+            y = samples.return_ + self.bootstrap_weight(samples) * target_q
             return torch.clamp(y, -self.q_target_clip, self.q_target_clip)
 
     def q_loss(self, samples: Any, valid: torch.Tensor | None = None) -> torch.Tensor:

@@ -8,9 +8,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlframe.algos.qpg.base import QpgAlgoBase, SamplesToBuffer, SamplesToBufferTl
+from rlframe.algos.base import make_optimizer
+from rlframe.algos.off_policy import OffPolicyAlgorithm, SamplesToBuffer, SamplesToBufferTl
 from rlframe.utils.checks import check_number
-from rlframe.utils.tensor import clip_grad_norm, valid_mean
+from rlframe.utils.tensor import valid_mean
 
 __all__ = ["SAC", "OptInfo", "SamplesToBuffer", "SamplesToBufferTl"]
 
@@ -21,7 +22,7 @@ OptInfo = namedtuple("OptInfo", ["q1Loss", "q2Loss", "piLoss", "q1GradNorm", "q2
 ACTION_PRIORS = ("uniform", "gaussian")
 
 
-class SAC(QpgAlgoBase):
+class SAC(OffPolicyAlgorithm):
     """SAC: maximum-entropy actor-critic with a reparameterised squashed-Gaussian policy.
 
     Per update, on a replay minibatch (leading dim ``[batch_size]``), with
@@ -43,9 +44,9 @@ class SAC(QpgAlgoBase):
         batch_size: transitions per update.
         min_steps_learn: env steps collected before the first update.
         replay_size: replay capacity in transitions.
-        replay_ratio: transitions trained on per transition collected; sets
-            ``updates_per_optimize = int(replay_ratio * sampler_batch / batch_size)``
-            (which must come out >= 1).
+        replay_ratio: transitions trained on per transition collected:
+            ``replay_ratio * sampler_batch / batch_size`` updates per iteration, a
+            fraction carried over to the next iteration.
         target_update_tau: Polyak weight of each target update (1 copies).
         target_update_interval: updates between target updates.
         learning_rate: step size of the policy, critics and temperature.
@@ -63,10 +64,10 @@ class SAC(QpgAlgoBase):
         updates_per_sync: updates per iteration in asynchronous runners.
         bootstrap_timelimit: leave transitions cut by a time limit out of the
             losses instead of treating the cut as a termination (see
-            :mod:`rlframe.algos.qpg.base`); needs ``env_info.timeout``.
-        ReplayBufferCls: replay class instead of the default
-            (``TlUniformReplayBuffer``, or ``UniformReplayBuffer`` without
-            ``bootstrap_timelimit``), built with the same arguments.
+            :mod:`rlframe.algos.off_policy`); needs ``env_info.timeout``.
+        ReplayBufferCls: replay class instead of the default (uniform n-step
+            replay, time-limit aware with ``bootstrap_timelimit``), built with
+            rlpyt's keyword arguments.
     """
 
     OptInfoCls = OptInfo
@@ -82,13 +83,13 @@ class SAC(QpgAlgoBase):
                  target_entropy: str | float = "auto", reparameterize: bool = True,
                  clip_grad_norm: float = 1e9, n_step_return: int = 1, updates_per_sync: int = 1,
                  bootstrap_timelimit: bool = True, ReplayBufferCls: type | None = None):
-        self.discount = discount
-        self._batch_size = batch_size
-        self.min_steps_learn = min_steps_learn
-        self.replay_size = replay_size
-        self.replay_ratio = replay_ratio
-        self.target_update_tau = target_update_tau
-        self.target_update_interval = target_update_interval
+        super().__init__(
+            discount=discount, batch_size=batch_size, min_steps_learn=min_steps_learn,
+            replay_size=replay_size, replay_ratio=replay_ratio,
+            target_update_tau=target_update_tau, target_update_interval=target_update_interval,
+            n_step_return=n_step_return, clip_grad_norm=clip_grad_norm,
+            updates_per_sync=updates_per_sync, bootstrap_timelimit=bootstrap_timelimit,
+            ReplayBufferCls=ReplayBufferCls)
         self.learning_rate = check_number("learning_rate", learning_rate)
         self.fixed_alpha = None if fixed_alpha is None else check_number("fixed_alpha",
                                                                          fixed_alpha)
@@ -110,23 +111,10 @@ class SAC(QpgAlgoBase):
             raise ValueError("reparameterize must be True, got False: the policy is trained "
                              "through reparameterised samples only.")
         self.reparameterize = reparameterize
-        self.clip_grad_norm = clip_grad_norm
-        self.n_step_return = n_step_return
-        self.updates_per_sync = updates_per_sync
-        self.bootstrap_timelimit = bootstrap_timelimit
-        self.ReplayBufferCls = ReplayBufferCls
-        self.update_counter = 0
-        self.min_itr_learn = 0  # Set from min_steps_learn in initialize().
-        self._check_common_args()
 
-    def compute_updates_per_optimize(self, sampler_bs: int) -> int:
-        updates = int(self.replay_ratio * sampler_bs / self.batch_size)
-        if updates < 1:
-            raise ValueError(
-                f"SAC would make no updates: replay_ratio={self.replay_ratio} * sampler batch "
-                f"{sampler_bs} / batch_size={self.batch_size} < 1. Raise replay_ratio or the "
-                "sampler batch, or lower batch_size.")
-        return updates
+    def agent_setup(self, agent: Any, sampler_bs: int) -> None:
+        """Tell the agent when learning starts (it samples with ``pretrain_std`` until then)."""
+        agent.give_min_itr_learn(self.min_itr_learn)
 
     def optim_initialize(self, rank: int = 0) -> None:
         """Optimizers of policy, critics and temperature; target entropy and prior."""
@@ -136,16 +124,13 @@ class SAC(QpgAlgoBase):
         self._pi_params = list(agent.pi_parameters())
         self._q1_params = list(agent.q1_parameters())
         self._q2_params = list(agent.q2_parameters())
-        self.pi_optimizer = self.OptimCls(self._pi_params, lr=self.learning_rate,
-                                          **self.optim_kwargs)
-        self.q1_optimizer = self.OptimCls(self._q1_params, lr=self.learning_rate,
-                                          **self.optim_kwargs)
-        self.q2_optimizer = self.OptimCls(self._q2_params, lr=self.learning_rate,
-                                          **self.optim_kwargs)
+        lr, kwargs = self.learning_rate, self.optim_kwargs
+        self.pi_optimizer = make_optimizer(self.OptimCls, self._pi_params, lr, kwargs)
+        self.q1_optimizer = make_optimizer(self.OptimCls, self._q1_params, lr, kwargs)
+        self.q2_optimizer = make_optimizer(self.OptimCls, self._q2_params, lr, kwargs)
         if self.fixed_alpha is None:
             self.log_alpha = torch.zeros(1, device=agent.device, requires_grad=True)
-            self.alpha_optimizer = self.OptimCls((self.log_alpha,), lr=self.learning_rate,
-                                                 **self.optim_kwargs)
+            self.alpha_optimizer = make_optimizer(self.OptimCls, (self.log_alpha,), lr, kwargs)
         else:
             self.log_alpha = torch.tensor([math.log(self.fixed_alpha)], device=agent.device)
             self.alpha_optimizer = None
@@ -185,28 +170,16 @@ class SAC(QpgAlgoBase):
             self._alpha = torch.exp(self.log_alpha.detach())
 
     # --------------------------------------------------------------- training
-    def train_step(self, samples: Any, opt_info: OptInfo) -> None:
-        agent = self.agent
+    def update(self, samples: Any) -> tuple[dict, None]:
+        """Critics, then the policy (against the updated critics), then the temperature."""
         valid = self.valid_mask(samples)
-
-        # Critics.
         q1_loss, q2_loss, q1, q2 = self.q_loss(samples, valid)
-        self.q1_optimizer.zero_grad()
-        self.q2_optimizer.zero_grad()
-        (q1_loss + q2_loss).backward()  # Disjoint parameters: one pass serves both.
-        q1_grad_norm = clip_grad_norm(self._q1_params, self.clip_grad_norm)
-        q2_grad_norm = clip_grad_norm(self._q2_params, self.clip_grad_norm)
-        self.q1_optimizer.step()
-        self.q2_optimizer.step()
-
-        # Policy.
+        # Disjoint parameters: one backward pass serves both critics.
+        q1_grad_norm, q2_grad_norm = self.gradient_step(
+            q1_loss + q2_loss, (self.q1_optimizer, self._q1_params),
+            (self.q2_optimizer, self._q2_params))
         pi_loss, log_pi, dist_info = self.pi_loss(samples, valid)
-        self.pi_optimizer.zero_grad()
-        pi_loss.backward()
-        pi_grad_norm = clip_grad_norm(self._pi_params, self.clip_grad_norm)
-        self.pi_optimizer.step()
-
-        # Temperature.
+        pi_grad_norm, = self.gradient_step(pi_loss, (self.pi_optimizer, self._pi_params))
         if self.alpha_optimizer is not None:
             alpha_loss = -valid_mean(self.log_alpha * (log_pi.detach() + self._target_entropy),
                                      valid)
@@ -214,24 +187,13 @@ class SAC(QpgAlgoBase):
             alpha_loss.backward()
             self.alpha_optimizer.step()
             self._alpha = torch.exp(self.log_alpha.detach())
-
-        self.update_counter += 1
-        if self.update_counter % self.target_update_interval == 0:
-            agent.update_target(self.target_update_tau)
-
-        opt_info.q1Loss.append(q1_loss.item())
-        opt_info.q2Loss.append(q2_loss.item())
-        opt_info.piLoss.append(pi_loss.item())
-        opt_info.q1GradNorm.append(float(q1_grad_norm))
-        opt_info.q2GradNorm.append(float(q2_grad_norm))
-        opt_info.piGradNorm.append(float(pi_grad_norm))
         q1, q2 = q1.detach(), q2.detach()
-        opt_info.q1.extend(q1[::10].tolist())  # Every 10th value, for statistics.
-        opt_info.q2.extend(q2[::10].tolist())
-        opt_info.piMu.extend(dist_info.mean.detach()[::10].flatten().tolist())
-        opt_info.piLogStd.extend(dist_info.log_std.detach()[::10].flatten().tolist())
-        opt_info.qMeanDiff.append(torch.mean(torch.abs(q1 - q2)).item())
-        opt_info.alpha.append(self.alpha)
+        stats = dict(q1Loss=q1_loss.detach(), q2Loss=q2_loss.detach(), piLoss=pi_loss.detach(),
+                     q1GradNorm=q1_grad_norm, q2GradNorm=q2_grad_norm, piGradNorm=pi_grad_norm,
+                     q1=q1[::10], q2=q2[::10],  # Every 10th value, for statistics.
+                     piMu=dist_info.mean.detach()[::10], piLogStd=dist_info.log_std.detach()[::10],
+                     qMeanDiff=torch.mean(torch.abs(q1 - q2)), alpha=self._alpha)
+        return stats, None
 
     def q_target(self, samples: Any) -> torch.Tensor:
         """Soft TD target ``y`` [batch_size] (no grad)."""
@@ -241,7 +203,7 @@ class SAC(QpgAlgoBase):
             target_q1, target_q2 = self.agent.target_q(*target_inputs, next_action)
             target_value = torch.min(target_q1, target_q2) - self._alpha * next_log_pi
             return (self.reward_scale * samples.return_
-                    + self._bootstrap_discount(samples) * target_value)
+                    + self.bootstrap_weight(samples) * target_value)
 
     def q_loss(self, samples: Any, valid: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
         """Critic losses on one minibatch: ``(q1_loss, q2_loss, q1, q2)``, q's [batch_size]."""

@@ -52,7 +52,7 @@ class TD3(DDPG):
         with torch.no_grad():
             target_q1, target_q2 = self.agent.target_q_at_mu(*samples.target_inputs)
             target_q = torch.min(target_q1, target_q2)
-            y = samples.return_ + self._bootstrap_discount(samples) * target_q
+            y = samples.return_ + self.bootstrap_weight(samples) * target_q
             return torch.clamp(y, -self.q_target_clip, self.q_target_clip)
 
     def q_loss(self, samples: Any, valid: torch.Tensor | None = None) -> torch.Tensor:
