@@ -13,8 +13,10 @@ losses and a soft target update; its batches are drawn with ``torch.randint``
 from preallocated tensors (observation, action, reward, next observation,
 done) of the same size. No gradient norms, no statistics.
 
-Both include sampling; a second pair of rates excludes it (the framework's
-``SAC.update`` and the baseline update on batches drawn beforehand).
+A third framework case turns the non-finite guard off (``non_finite_limit = 0``)
+to show what the guard costs. These include sampling; a second pair of rates
+excludes it (the framework's ``SAC.update`` and the baseline update on batches
+drawn beforehand).
 Rounds alternate between the two so that machine load affects both alike; the
 median rate of the rounds is reported. Observation and action sizes are
 HalfCheetah's (17, 6).
@@ -135,6 +137,8 @@ def main(rounds: int, updates: int, threads: int) -> None:
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     agent, algo = make_framework(updates)
+    _, unguarded = make_framework(updates)
+    unguarded.non_finite_limit = 0  # The non-finite guard off, to measure its cost.
     plain = PlainSac(agent)
     batches = [algo.replay_buffer.sample_batch(BATCH) for _ in range(updates)]
     plain_batches = [plain.sample() for _ in range(updates)]
@@ -155,7 +159,8 @@ def main(rounds: int, updates: int, threads: int) -> None:
             plain.update(batch)
 
     cases = dict(framework=framework_with_sampling, plain=plain_with_sampling,
-                 framework_update=framework_update_only, plain_update=plain_update_only)
+                 framework_update=framework_update_only, plain_update=plain_update_only,
+                 unguarded=lambda: unguarded.optimize_agent(1))
     rates = median_rates(cases, rounds, updates)
     print(f"SAC updates/s at batch {BATCH}, obs {OBS_DIM}, act {ACT_DIM}, hidden [256, 256], "
           f"{threads} torch thread(s), median of {rounds} rounds of {updates} updates")
@@ -165,6 +170,9 @@ def main(rounds: int, updates: int, threads: int) -> None:
                               ("excluding replay sampling", "framework_update", "plain_update")):
             print(f"  {clock:4s} {label}: framework {med[fw]:8.1f}   plain torch "
                   f"{med[pl]:8.1f}   ratio {med[fw] / med[pl]:.3f}")
+        print(f"  {clock:4s} non-finite guard: framework without it {med['unguarded']:8.1f}, "
+              f"with it {med['framework']:8.1f} "
+              f"(cost {1 - med['framework'] / med['unguarded']:+.1%})")
 
 
 if __name__ == "__main__":

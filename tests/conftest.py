@@ -1,5 +1,9 @@
+import contextlib
 import csv
 import os
+import signal
+import subprocess
+import sys
 
 import pytest
 
@@ -25,3 +29,26 @@ def read_csv(path):
     with open(path, newline="") as f:
         rows = list(csv.reader(f))
     return rows[0], rows[1:]
+
+
+def _restore_default_sigint():
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@contextlib.contextmanager
+def running_script(script, *args, cwd):
+    """Run ``python script *args`` with output piped; kill it if it still runs on exit.
+
+    A process started in the background (``cmd &``, as some CI runners do) inherits
+    SIGINT ignored; the script gets a terminal's disposition, so that Ctrl-C reaches
+    Python's KeyboardInterrupt handler as it would for a user.
+    """
+    proc = subprocess.Popen([sys.executable, str(script), *args], cwd=cwd, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            preexec_fn=_restore_default_sigint)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

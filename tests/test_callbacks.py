@@ -101,7 +101,7 @@ def test_stop_at_return_ignores_the_row_before_training(data_dir):
     stop = StopAtReturn(-math.inf)
     runner = make_runner(callbacks=[stop])
     _, rows = train(runner)
-    assert [int(row["Diagnostics/Iteration"]) for row in rows] == [0, 1]
+    assert [int(row["Diagnostics/Iteration"]) for row in rows] == [-1, 1]
     assert stop.stopped_itr == runner.log_interval_itrs - 1 == 1
 
 
@@ -143,7 +143,7 @@ def test_callback_sees_every_iteration_and_every_row(data_dir, RunnerCls):
     logs = [c for c in calls if c[0] == "log"]
     expected_log_itrs = [itr for itr in range(n_itr) if (itr + 1) % log_itrs == 0]
     if RunnerCls is MinibatchRlEval:
-        expected_log_itrs = [0] + expected_log_itrs
+        expected_log_itrs = [-1] + expected_log_itrs
         assert calls[1][0] == "log"  # The untrained evaluation, before any iteration.
     assert [c[1] for c in logs] == expected_log_itrs
     for i, c in enumerate(calls[2:], start=2):  # A row right after its iteration ended.
@@ -164,7 +164,7 @@ def test_duck_typed_callback_and_stop_before_training(data_dir):
     run_dir, rows = train(runner)
     assert len(rows) == 1 and seen == []
     with open(os.path.join(run_dir, "debug.log")) as f:
-        assert "returned False from on_log at iteration 0" in f.read()
+        assert "returned False from on_log at iteration -1" in f.read()
 
 
 def test_on_shutdown_runs_when_the_run_raises(data_dir):

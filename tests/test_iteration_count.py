@@ -59,6 +59,9 @@ def test_zero_and_one_iteration_runs(in_tmp_cwd, RunnerCls, eval_n_envs, n_steps
     # The Eval runner logs the pre-training evaluation row; both log each interval.
     n_rows = expect_itr + (1 if RunnerCls is MinibatchRlEval else 0)
     assert len(rows) == n_rows
-    if n_rows:
+    # Snapshots follow training iterations; the row before training writes none.
+    assert os.path.exists(os.path.join(run_dir, "params.pkl")) == (expect_itr > 0)
+    if expect_itr:
         snap = torch.load(os.path.join(run_dir, "params.pkl"), weights_only=True)
         assert set(snap) == {"itr", "cum_steps", "agent_state_dict", "optimizer_state_dict"}
+        assert (snap["itr"], snap["cum_steps"]) == (0, 8)

@@ -79,5 +79,5 @@ def test_ppo_trains_with_gpu_style_samplers(in_tmp_cwd, SamplerCls, workers):
     returns, steps = train_and_read_returns(cartpole_ppo(), 128, 8, 30720, 10240,
                                             SamplerCls=SamplerCls,
                                             affinity=dict(workers_cpus=workers))
-    assert steps == [1024, 10240, 20480, 30720]
+    assert steps == [0, 10240, 20480, 30720]  # The first row is before training.
     assert max(returns[1:]) > 2 * returns[0]  # it learns

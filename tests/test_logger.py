@@ -5,6 +5,7 @@ import glob
 import json
 import math
 import os
+import pickle
 import re
 import sys
 
@@ -49,12 +50,17 @@ def test_context_creates_run_layout(in_tmp_cwd):
 
     relative = os.path.relpath(run_dir, in_tmp_cwd)
     assert re.fullmatch(r"data/local/\d{8}/\d{6}/example_1/run_0", relative.replace(os.sep, "/"))
-    assert sorted(os.listdir(run_dir)) == ["debug.log", "params.json", "params.pkl",
-                                           "progress.csv"]
+    # params.json keeps a repr of the object JSON cannot hold; the whole dict is pickled.
+    assert sorted(os.listdir(run_dir)) == ["debug.log", "log_params.pkl", "params.json",
+                                           "params.pkl", "progress.csv"]
     assert params["name"] == "dqn_pong" and params["run_ID"] == 0  # mutated in place
     with open(os.path.join(run_dir, "params.json")) as f:
-        assert json.load(f) == dict(game="pong", nested=dict(lr=1e-3, sizes=[64, 64]),
-                                    fn="object", count=3, name="dqn_pong", run_ID=0)
+        written = json.load(f)
+    assert written.pop("fn").startswith("<object object at 0x")
+    assert written == dict(game="pong", nested=dict(lr=1e-3, sizes=[64, 64]), count=3,
+                           name="dqn_pong", run_ID=0)
+    with open(os.path.join(run_dir, "log_params.pkl"), "rb") as f:
+        assert set(pickle.load(f)) == set(params)
     with open(os.path.join(run_dir, "debug.log")) as f:
         text = f.read()
     assert f"dqn_pong_0 Run directory: {run_dir}" in text

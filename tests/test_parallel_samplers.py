@@ -1,8 +1,6 @@
 """Parallel samplers: equivalence with serial sampling, start methods, robustness."""
 import os
 import signal
-import subprocess
-import sys
 import textwrap
 import time
 
@@ -24,6 +22,7 @@ from rlframe.samplers.parallel.gpu.sampler import GpuSampler
 from rlframe.samplers.serial.sampler import SerialSampler
 from rlframe.utils.buffer import buffer_func
 from rlframe.utils.seed import set_seed
+from conftest import running_script
 from samplers_helpers import CrashingEnv, GreedyAgent, flat_leaves, worker_children
 
 ENV = dict(id="CartPole-v1")
@@ -212,22 +211,13 @@ RUNNER_SCRIPT = textwrap.dedent("""
 """)
 
 
-def restore_default_sigint():
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 @pytest.mark.parametrize("kind,start_method", [("cpu", "fork"), ("gpu", "spawn")])
 def test_interrupt_stops_every_worker(tmp_path, sig, kind, start_method):
     before_shm = shm_entries()
     script = tmp_path / "train.py"
     script.write_text(RUNNER_SCRIPT)
-    # A process started in the background (`cmd &`, as some CI runners do) inherits
-    # SIGINT ignored; in a terminal, Ctrl-C reaches Python's KeyboardInterrupt handler.
-    proc = subprocess.Popen([sys.executable, str(script), kind, start_method], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            preexec_fn=restore_default_sigint)
-    try:
+    with running_script(script, kind, start_method, cwd=tmp_path) as proc:
         # Wait until the workers run and training has started.
         deadline = time.time() + 120
         children = []
@@ -245,10 +235,6 @@ def test_interrupt_stops_every_worker(tmp_path, sig, kind, start_method):
         else:
             proc.send_signal(sig)
         out, _ = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert proc.returncode != 0
     assert "shut down" in out, out[-2000:]
     _, alive = psutil.wait_procs(children, timeout=10)

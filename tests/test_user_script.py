@@ -81,11 +81,12 @@ def test_rlpyt_style_user_script(in_tmp_cwd):
                 "Diagnostics/CumUpdates", "ReturnAverage", "LengthMax", "lossAverage",
                 "gradNormStd", "entropyMedian"):
         assert key in rows[0], key
-    assert [int(r["Diagnostics/CumSteps"]) for r in rows] == [64, 320, 640]
+    assert [int(r["Diagnostics/CumSteps"]) for r in rows] == [0, 320, 640]
+    assert [int(r["Diagnostics/Iteration"]) for r in rows] == [-1, 4, 9]
     assert int(rows[-1]["Diagnostics/CumUpdates"]) == 10 * 2 * 2
     assert agent.model.seen_prev_action_width == 2  # prev_action arrives one-hot
     snapshot = torch.load(os.path.join(run_dir, "params.pkl"), weights_only=True)
-    assert snapshot["itr"] == 9 and snapshot["cum_steps"] == 9 * 64
+    assert snapshot["itr"] == 9 and snapshot["cum_steps"] == 10 * 64  # As in progress.csv.
     model = MyModel(4, 2, hidden=16)
     model.load_state_dict(snapshot["agent_state_dict"])
     with open(os.path.join(run_dir, "debug.log")) as f:

@@ -9,21 +9,38 @@ from __future__ import annotations
 
 import copy
 import multiprocessing as mp
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from rlframe.models.utils import strip_ddp_state_dict
-from rlframe.utils.buffer import buffer_func, buffer_method
+from rlframe.utils.buffer import buffer_func, buffer_method, torchify_buffer
 from rlframe.utils.collections import namedarraytuple
 from rlframe.utils.logging import logger
 from rlframe.utils.synchronize import RWLock
 
-AgentInputs = namedarraytuple("AgentInputs", ["observation", "prev_action", "prev_reward"])
-AgentInputsRnn = namedarraytuple("AgentInputsRnn",
-                                 ["observation", "prev_action", "prev_reward", "init_rnn_state"])
-AgentStep = namedarraytuple("AgentStep", ["action", "agent_info"])
+if TYPE_CHECKING:
+    import ctypes
+    from multiprocessing.context import BaseContext
+    from typing import TypeAlias
+
+    from rlframe.distributions.base import Distribution
+    from rlframe.envs.base import EnvSpaces
+    from rlframe.utils.buffer import TensorTree
+    from rlframe.utils.collections import NamedArrayTuple
+
+    # Type checkers see every namedarraytuple type as NamedArrayTuple (see
+    # rlframe.utils.collections); the classes are built in the else branch.
+    AgentInputs: TypeAlias = NamedArrayTuple
+    AgentInputsRnn: TypeAlias = NamedArrayTuple
+    AgentStep: TypeAlias = NamedArrayTuple
+else:
+    AgentInputs = namedarraytuple("AgentInputs", ["observation", "prev_action", "prev_reward"])
+    AgentInputsRnn = namedarraytuple("AgentInputsRnn",
+                                     ["observation", "prev_action", "prev_reward",
+                                      "init_rnn_state"])
+    AgentStep = namedarraytuple("AgentStep", ["action", "agent_info"])
 
 
 class BaseAgent:
@@ -36,8 +53,8 @@ class BaseAgent:
         initial_model_state_dict: loaded into the model after it is built.
     """
 
-    recurrent: bool = False
-    alternating: bool = False
+    recurrent: bool = False  # Keeps an RNN state between steps (RecurrentAgentMixin).
+    alternating: bool = False  # Keeps one RNN state per env half (alternating samplers).
 
     def __init__(self, ModelCls: type | None = None, model_kwargs: dict | None = None,
                  initial_model_state_dict: dict | None = None):
@@ -46,15 +63,15 @@ class BaseAgent:
         self.initial_model_state_dict = initial_model_state_dict
         self.model: torch.nn.Module | None = None
         self.shared_model: torch.nn.Module | None = None
-        self.distribution: Any = None
+        self.distribution: Distribution | None = None
         self.device = torch.device("cpu")
-        self.env_spaces: Any = None
+        self.env_spaces: EnvSpaces | None = None
         self.env_model_kwargs: dict = {}
         self.share_memory = False
         self._mode: str | None = None
         self._ddp = False
         # Parameter hand-over to asynchronous samplers (see send/recv_shared_memory).
-        self._send_count: Any = None
+        self._send_count: ctypes.c_long | None = None
         self._recv_count = 0
         self._rw_lock: RWLock | None = None
 
@@ -62,13 +79,52 @@ class BaseAgent:
         """Training forward pass (with grad); defined by subclasses."""
         raise NotImplementedError(f"{type(self).__name__} defines no training forward pass.")
 
-    def check_env_spaces(self, env_spaces: Any) -> None:
+    def check_env_spaces(self, env_spaces: EnvSpaces) -> None:
         """Raise a clear error if this agent cannot act in ``env_spaces``.
 
-        Called before any work by runners and in :meth:`initialize`.
+        Called before any work by runners and in :meth:`initialize`. The base check:
+        rlframe's own models take one array observation, so a Dict or Tuple
+        observation (a :class:`Composite` space) needs a model written for it.
         """
+        observation = env_spaces.observation
+        builtin = [cls.__name__ for cls in (self.ModelCls, getattr(self, "QModelCls", None))
+                   if isinstance(cls, type) and cls.__module__.startswith("rlframe.models.")]
+        if observation.is_composite and builtin:
+            raise TypeError(
+                f"{type(self).__name__}'s model {', '.join(builtin)} takes one array "
+                f"observation, but the env's observations are a Dict/Tuple with fields "
+                f"{list(observation.names)}. Flatten them (wrap the gymnasium env in "
+                "gymnasium.wrappers.FlattenObservation before GymEnvWrapper), or pass "
+                "ModelCls= a model whose forward reads observation.<field> tensors (they "
+                "arrive as a namedarraytuple with the usual leading [T, B] dims).")
 
-    def initialize(self, env_spaces: Any, share_memory: bool = False, **kwargs: Any) -> None:
+    def check_model(self, env_spaces: EnvSpaces) -> None:
+        """Build a throwaway model for ``env_spaces`` and check what it returns for one
+        observation (see :meth:`check_model_outputs`), so that a model of the wrong
+        shape is reported before any work, not deep inside a distribution."""
+        if self.ModelCls is None or type(self).check_model_outputs is BaseAgent.check_model_outputs:
+            return
+        model = self.ModelCls(**self.make_env_to_model_kwargs(env_spaces), **self.model_kwargs)
+        observation = buffer_func(torchify_buffer(env_spaces.observation.null_value()),
+                                  lambda t: t.unsqueeze(0))
+        action_space = env_spaces.action
+        n = getattr(action_space, "n", None)
+        prev_action = (torch.zeros(1, n) if n is not None and not action_space.shape
+                       else torch.as_tensor(action_space.null_value()).unsqueeze(0).float())
+        inputs = (observation, prev_action, torch.zeros(1))
+        if self.recurrent:
+            inputs += (None,)
+        with torch.no_grad():
+            outputs = model(*inputs)
+        self.check_model_outputs(outputs, env_spaces)
+
+    def check_model_outputs(self, outputs: Any, env_spaces: EnvSpaces) -> None:
+        """Raise a clear error if ``outputs``, the model's for one observation (leading
+        dim [1]), do not fit this agent (agents that know their model's outputs
+        override this)."""
+
+    def initialize(self, env_spaces: EnvSpaces, share_memory: bool = False,
+                   **kwargs: Any) -> None:
         """Build the model for ``env_spaces``.
 
         Args:
@@ -89,7 +145,7 @@ class BaseAgent:
         self.env_spaces = env_spaces
         self.share_memory = share_memory
 
-    def make_env_to_model_kwargs(self, env_spaces: Any) -> dict:
+    def make_env_to_model_kwargs(self, env_spaces: EnvSpaces) -> dict:
         """Model constructor kwargs that depend on the env (shapes, action count)."""
         return {}
 
@@ -131,13 +187,31 @@ class BaseAgent:
         if share_memory:
             self.model.share_memory()
 
-    def collector_initialize(self, global_B: int = 1, env_ranks: Any = None) -> None:
+    def collector_initialize(self, global_B: int = 1,
+                             env_ranks: Sequence[int] | None = None) -> None:
         """Called in each collector with the global env layout (e.g. for vector epsilon)."""
 
     @torch.no_grad()
-    def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> AgentStep:
+    def step(self, observation: TensorTree, prev_action: torch.Tensor,
+             prev_reward: torch.Tensor) -> AgentStep:
         """Select actions for [B] (or [T, B]) inputs; returns CPU ``AgentStep``."""
         raise NotImplementedError(f"{type(self).__name__} defines no step().")
+
+    @torch.no_grad()
+    def value(self, observation: TensorTree, prev_action: torch.Tensor,
+              prev_reward: torch.Tensor) -> torch.Tensor:
+        """State value [B] of the inputs (no grad, CPU), for ``bootstrap_value`` samplers.
+
+        Agents of algorithms that bootstrap from a value (policy gradient) define it.
+        """
+        raise NotImplementedError(f"{type(self).__name__} defines no value().")
+
+    def update_obs_rms(self, observation: TensorTree) -> None:
+        """Update running observation statistics with a [T, B] batch before training.
+
+        Called by the policy-gradient algorithms every iteration. Nothing to do
+        here; agents whose model normalizes observations override it.
+        """
 
     def reset(self) -> None:
         """Start of new episodes in every env (recurrent agents clear state)."""
@@ -183,7 +257,7 @@ class BaseAgent:
             # The model's own parameters: subclasses' state_dict() may hold more (targets).
             self.shared_model.load_state_dict(strip_ddp_state_dict(self.model.state_dict()))
 
-    def make_async_handles(self, ctx: Any = None) -> None:
+    def make_async_handles(self, ctx: BaseContext | None = None) -> None:
         """Create the lock and counter of asynchronous parameter hand-over.
 
         Called by asynchronous samplers before their processes start, with the
@@ -228,8 +302,8 @@ class RecurrentAgentMixin:
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self._prev_rnn_state: Any = None
-        self._sample_rnn_state: Any = None
+        self._prev_rnn_state: TensorTree | None = None
+        self._sample_rnn_state: TensorTree | None = None
 
     def reset(self) -> None:
         self._prev_rnn_state = None
@@ -238,12 +312,12 @@ class RecurrentAgentMixin:
         if self._prev_rnn_state is not None:
             self._prev_rnn_state[:, idx] = 0
 
-    def advance_rnn_state(self, new_rnn_state: Any) -> None:
+    def advance_rnn_state(self, new_rnn_state: TensorTree) -> None:
         """Keep the state the model returned for the next step."""
         self._prev_rnn_state = new_rnn_state
 
     @property
-    def prev_rnn_state(self) -> Any:
+    def prev_rnn_state(self) -> TensorTree | None:
         return self._prev_rnn_state
 
     def train_mode(self, itr: int) -> None:
@@ -276,8 +350,8 @@ class AlternatingRecurrentAgentMixin:
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self._prev_rnn_state_pair: list = [None, None]
-        self._sample_rnn_state_pair: list = [None, None]
+        self._prev_rnn_state_pair: list[TensorTree | None] = [None, None]
+        self._sample_rnn_state_pair: list[TensorTree | None] = [None, None]
         self._alt = 0
 
     def reset(self) -> None:
@@ -290,12 +364,12 @@ class AlternatingRecurrentAgentMixin:
         if state is not None:
             state[:, idx] = 0
 
-    def advance_rnn_state(self, new_rnn_state: Any) -> None:
+    def advance_rnn_state(self, new_rnn_state: TensorTree) -> None:
         self._prev_rnn_state_pair[self._alt] = new_rnn_state
         self._alt ^= 1
 
     @property
-    def prev_rnn_state(self) -> Any:
+    def prev_rnn_state(self) -> TensorTree | None:
         return self._prev_rnn_state_pair[self._alt]
 
     def toggle_alt(self) -> None:
@@ -322,11 +396,31 @@ class AlternatingRecurrentAgentMixin:
         super().eval_mode(itr)
 
 
-def zeros_like_rnn_state(rnn_state: Any) -> Any:
+def zeros_like_rnn_state(rnn_state: TensorTree) -> TensorTree:
     """Zeros with the structure and shape of ``rnn_state``."""
     return buffer_func(rnn_state, torch.zeros_like)
 
 
-def rnn_state_batch_first(rnn_state: Any) -> Any:
+def rnn_state_batch_first(rnn_state: TensorTree) -> TensorTree:
     """[N, B, H] -> [B, N, H] (how agent_info stores prev_rnn_state per env)."""
     return buffer_method(rnn_state, "transpose", 0, 1)
+
+
+def check_output_size(agent: BaseAgent, output: Any, size: int, what: str,
+                      expected: str) -> None:
+    """Raise unless a model output for one observation is a ``[1, size, ...]`` tensor.
+
+    Args:
+        agent: the agent checking its model.
+        output: the output to check (e.g. the first of the model's outputs).
+        size: entries it needs in its last dim (e.g. the number of actions).
+        what: what those entries are, for the message.
+        expected: the model's whole output contract, for the message.
+    """
+    if not isinstance(output, torch.Tensor) or tuple(output.shape[:2]) != (1, size):
+        got = (f"of shape {tuple(output.shape)}" if isinstance(output, torch.Tensor)
+               else f"as {type(output).__name__}")
+        raise ValueError(
+            f"{type(agent).__name__}: the model {agent.ModelCls.__name__} returned {what} {got} "
+            f"for one observation, but the action space needs {size}: its forward must "
+            f"return {expected}.")

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -39,12 +39,24 @@ from rlframe.utils.buffer import buffer_to
 from rlframe.utils.checks import as_int, check_number, positive_int
 from rlframe.utils.collections import namedarraytuple
 from rlframe.utils.logging import logger
-from rlframe.utils.tensor import clip_grad_norm
 
-SamplesToBuffer = namedarraytuple("SamplesToBuffer",
-                                  ["observation", "action", "reward", "done"])
-SamplesToBufferTl = namedarraytuple("SamplesToBufferTl",
-                                    ["observation", "action", "reward", "done", "timeout"])
+if TYPE_CHECKING:
+    from typing import NamedTuple, TypeAlias
+
+    from rlframe.agents.base import BaseAgent
+    from rlframe.replays.layouts import SamplesFromReplay, SequenceSamplesFromReplay
+    from rlframe.samplers.collections import BatchSpec, Examples, Samples
+    from rlframe.utils.collections import NamedArrayTuple
+
+    # Type checkers see every namedarraytuple type as NamedArrayTuple (see
+    # rlframe.utils.collections); the classes are built in the else branch.
+    SamplesToBuffer: TypeAlias = NamedArrayTuple
+    SamplesToBufferTl: TypeAlias = NamedArrayTuple
+else:
+    SamplesToBuffer = namedarraytuple("SamplesToBuffer",
+                                      ["observation", "action", "reward", "done"])
+    SamplesToBufferTl = namedarraytuple("SamplesToBufferTl",
+                                        ["observation", "action", "reward", "done", "timeout"])
 
 
 def is_frame_stack(observation: Any) -> bool:
@@ -86,6 +98,7 @@ class OffPolicyAlgorithm(RlAlgorithm):
     """
 
     OptInfoCls: type
+    replay_buffer: ReplayBuffer  # Built by initialize() (or async_initialize()).
     sequence_replay: bool = False  # Items are sequences (replay_size need not hold a batch).
 
     def __init__(self, discount: float, batch_size: int, min_steps_learn: int | float,
@@ -133,8 +146,9 @@ class OffPolicyAlgorithm(RlAlgorithm):
         self._timelimit = False  # Whether the replay keeps timeouts: decided with the replay.
 
     # ------------------------------------------------------------------ setup
-    def initialize(self, agent: Any, n_itr: int, batch_spec: Any, mid_batch_reset: bool = False,
-                   examples: dict | None = None, world_size: int = 1, rank: int = 0) -> None:
+    def initialize(self, agent: BaseAgent, n_itr: int, batch_spec: BatchSpec,
+                   mid_batch_reset: bool = False, examples: Examples | None = None,
+                   world_size: int = 1, rank: int = 0) -> None:
         """Schedule from the sampler batch size; build the replay buffer and optimizers."""
         self._setup(agent, n_itr, batch_spec, mid_batch_reset, examples)
         logger.log(f"From sampler batch size {batch_spec.size}, training batch size "
@@ -143,16 +157,17 @@ class OffPolicyAlgorithm(RlAlgorithm):
         self.initialize_replay_buffer(examples, batch_spec)
         self.optim_initialize(rank)
 
-    def async_initialize(self, agent: Any, sampler_n_itr: int, batch_spec: Any,
-                         mid_batch_reset: bool, examples: dict, world_size: int = 1) -> Any:
+    def async_initialize(self, agent: BaseAgent, sampler_n_itr: int, batch_spec: BatchSpec,
+                         mid_batch_reset: bool, examples: Examples,
+                         world_size: int = 1) -> ReplayBuffer:
         """Asynchronous runners: build the shared replay (optimizers come later, in the
         optimizer process); every call then makes ``updates_per_sync`` updates."""
         self._setup(agent, sampler_n_itr, batch_spec, mid_batch_reset, examples)
         self._async = True
         return self.initialize_replay_buffer(examples, batch_spec, async_=True)
 
-    def _setup(self, agent: Any, n_itr: int, batch_spec: Any, mid_batch_reset: bool,
-               examples: dict | None) -> None:
+    def _setup(self, agent: BaseAgent, n_itr: int, batch_spec: BatchSpec,
+               mid_batch_reset: bool, examples: Examples | None) -> None:
         if not mid_batch_reset:
             raise ValueError(
                 f"{type(self).__name__} needs a sampler whose collector resets envs mid-batch "
@@ -174,7 +189,7 @@ class OffPolicyAlgorithm(RlAlgorithm):
         self.pri_beta_itr = max(1, self.pri_beta_steps // sampler_bs)
         self.agent_setup(agent, sampler_bs)
 
-    def agent_setup(self, agent: Any, sampler_bs: int) -> None:
+    def agent_setup(self, agent: BaseAgent, sampler_bs: int) -> None:
         """Give the agent its schedules (e.g. when learning starts); called in initialize."""
 
     def optim_initialize(self, rank: int = 0) -> None:
@@ -186,8 +201,8 @@ class OffPolicyAlgorithm(RlAlgorithm):
         """What one replayed item is (single steps here; sequences for recurrent agents)."""
         return TransitionLayout()
 
-    def initialize_replay_buffer(self, examples: dict, batch_spec: Any,
-                                 async_: bool = False) -> Any:
+    def initialize_replay_buffer(self, examples: Examples, batch_spec: BatchSpec,
+                                 async_: bool = False) -> ReplayBuffer:
         """Build ``self.replay_buffer`` from one example step of the sampler.
 
         The default replay stores frame stacks one frame per step, keeps
@@ -229,7 +244,7 @@ class OffPolicyAlgorithm(RlAlgorithm):
         """Input-priority arguments of prioritized sampling (none by default)."""
         return {}
 
-    def replay_kwargs(self, example: Any, batch_spec: Any) -> dict:
+    def replay_kwargs(self, example: SamplesToBuffer, batch_spec: BatchSpec) -> dict:
         """rlpyt's constructor arguments for a given ``ReplayBufferCls``."""
         kwargs = dict(example=example, size=self.replay_size, B=batch_spec.B,
                       discount=self.discount, n_step_return=self.n_step_return)
@@ -238,7 +253,7 @@ class OffPolicyAlgorithm(RlAlgorithm):
                           default_priority=self.default_priority, **self.input_priority_kwargs())
         return kwargs
 
-    def examples_to_buffer(self, examples: dict) -> Any:
+    def examples_to_buffer(self, examples: Examples) -> SamplesToBuffer:
         """One example step (the sampler's ``examples`` dict) in the replay's layout."""
         fields = dict(observation=examples["observation"], action=examples["action"],
                       reward=examples["reward"], done=examples["done"])
@@ -246,7 +261,7 @@ class OffPolicyAlgorithm(RlAlgorithm):
             return SamplesToBufferTl(**fields, timeout=examples["env_info"].timeout)
         return SamplesToBuffer(**fields)
 
-    def samples_to_buffer(self, samples: Any) -> Any:
+    def samples_to_buffer(self, samples: Samples) -> SamplesToBuffer:
         """The sampler's ``[T, B]`` batch in the replay's layout (views, no copies)."""
         fields = dict(observation=samples.env.observation, action=samples.agent.action,
                       reward=samples.env.reward, done=samples.env.done)
@@ -260,8 +275,8 @@ class OffPolicyAlgorithm(RlAlgorithm):
         return self.batch_size
 
     # --------------------------------------------------------------- training
-    def optimize_agent(self, itr: int, samples: Any = None,
-                       sampler_itr: int | None = None) -> Any:
+    def optimize_agent(self, itr: int, samples: Samples | None = None,
+                       sampler_itr: int | None = None) -> NamedTuple:
         """Store ``samples`` [T, B]; then, from ``min_itr_learn`` on, train on replay.
 
         Returns:
@@ -279,6 +294,8 @@ class OffPolicyAlgorithm(RlAlgorithm):
             if to_device:
                 batch = buffer_to(batch, device=self.agent.device)
             info, priorities = self.update(batch)
+            if not self.check_update(batch):  # Skipped by the non-finite guard.
+                continue
             if priorities is not None:
                 self.replay_buffer.update_batch_priorities(priorities)
             self.update_counter += 1
@@ -298,7 +315,8 @@ class OffPolicyAlgorithm(RlAlgorithm):
         self._update_credit -= n
         return n
 
-    def update(self, samples: Any) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
+    def update(self, samples: SamplesFromReplay | SequenceSamplesFromReplay
+               ) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
         """One gradient update on a replay minibatch.
 
         Returns:
@@ -308,31 +326,14 @@ class OffPolicyAlgorithm(RlAlgorithm):
         """
         raise NotImplementedError
 
-    def gradient_step(self, loss: torch.Tensor,
-                      *groups: tuple[torch.optim.Optimizer, list]) -> list[torch.Tensor]:
-        """Backpropagate ``loss`` and step each ``(optimizer, parameters)`` group.
-
-        Each group's gradient is clipped to ``clip_grad_norm`` on its own.
-
-        Returns:
-            The gradient norm of each group, before clipping.
-        """
-        for optimizer, _ in groups:
-            optimizer.zero_grad()
-        loss.backward()
-        norms = [clip_grad_norm(params, self.clip_grad_norm) for _, params in groups]
-        for optimizer, _ in groups:
-            optimizer.step()
-        return norms
-
-    def valid_mask(self, samples: Any) -> torch.Tensor | None:
+    def valid_mask(self, samples: SamplesFromReplay) -> torch.Tensor | None:
         """[batch] weights of the samples in the losses: 0 where a time limit cut the
         n-step return (with ``bootstrap_timelimit``), else 1; None when all count."""
         if not self._timelimit or not samples.timeout_n.any():
             return None  # Every sample of this batch counts.
         return 1 - samples.timeout_n.float()
 
-    def bootstrap_weight(self, samples: Any) -> torch.Tensor:
+    def bootstrap_weight(self, samples: SamplesFromReplay) -> torch.Tensor:
         """``discount^n * (1 - done_n)``: the weight of the target value."""
         return (self.discount ** self.n_step_return) * (1 - samples.done_n.float())
 

@@ -1,6 +1,7 @@
 """Categorical distribution over ``dim`` discrete actions, parameterised by probabilities."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 import torch
 
 from rlframe.distributions.base import Distribution
@@ -8,10 +9,20 @@ from rlframe.distributions.discrete import DiscreteMixin
 from rlframe.utils.collections import namedarraytuple
 from rlframe.utils.tensor import select_at_indexes, valid_mean
 
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from rlframe.utils.collections import NamedArrayTuple
+
 EPS = 1e-8
 
-DistInfo = namedarraytuple("DistInfo", ["prob"])
-"""``prob``: [*lead, dim] probabilities summing to 1 over the last dim."""
+if TYPE_CHECKING:
+    # Type checkers see every namedarraytuple type as NamedArrayTuple (see
+    # rlframe.utils.collections); the classes are built in the else branch.
+    DistInfo: TypeAlias = NamedArrayTuple
+else:
+    DistInfo = namedarraytuple("DistInfo", ["prob"])
+    """``prob``: [*lead, dim] probabilities summing to 1 over the last dim."""
 
 
 class Categorical(DiscreteMixin, Distribution):

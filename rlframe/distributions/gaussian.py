@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -10,12 +10,23 @@ import torch.nn.functional as F
 from rlframe.distributions.base import Distribution
 from rlframe.utils.collections import namedarraytuple
 
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from rlframe.utils.collections import NamedArrayTuple
+
 EPS = 1e-8
 
-DistInfo = namedarraytuple("DistInfo", ["mean"])
-"""``mean``: [*lead, dim]; the std comes from the distribution's fixed ``std``."""
-DistInfoStd = namedarraytuple("DistInfoStd", ["mean", "log_std"])
-"""``mean``, ``log_std``: [*lead, dim] each."""
+if TYPE_CHECKING:
+    # Type checkers see every namedarraytuple type as NamedArrayTuple (see
+    # rlframe.utils.collections); the classes are built in the else branch.
+    DistInfo: TypeAlias = NamedArrayTuple
+    DistInfoStd: TypeAlias = NamedArrayTuple
+else:
+    DistInfo = namedarraytuple("DistInfo", ["mean"])
+    """``mean``: [*lead, dim]; the std comes from the distribution's fixed ``std``."""
+    DistInfoStd = namedarraytuple("DistInfoStd", ["mean", "log_std"])
+    """``mean``, ``log_std``: [*lead, dim] each."""
 
 _LOG_2PI = math.log(2 * math.pi)
 _LOG_2 = math.log(2.0)

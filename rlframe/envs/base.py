@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 from collections import namedtuple
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rlframe.spaces.base import Space
 
 EnvStep = namedtuple("EnvStep", ["observation", "reward", "done", "env_info"])
 """What ``Env.step`` returns; collectors unpack ``o, r, d, info = env.step(a)``."""
@@ -22,8 +25,8 @@ class Env:
     samplers pre-allocate ``[T, B]`` buffers from one example.
     """
 
-    _action_space: Any
-    _observation_space: Any
+    _action_space: Space
+    _observation_space: Space
 
     def step(self, action: Any) -> EnvStep:
         """Advance one step.
@@ -41,12 +44,12 @@ class Env:
         raise NotImplementedError
 
     @property
-    def action_space(self) -> Any:
+    def action_space(self) -> Space:
         """Space of actions."""
         return self._action_space
 
     @property
-    def observation_space(self) -> Any:
+    def observation_space(self) -> Space:
         """Space of observations."""
         return self._observation_space
 

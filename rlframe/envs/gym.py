@@ -249,7 +249,7 @@ def _register_ale_envs() -> None:
 
 
 def _find_horizon(env: gym.Env) -> int | None:
-    inner: Any = env
+    inner: gym.Env = env
     while isinstance(inner, gym.Wrapper):
         if isinstance(inner, gym.wrappers.TimeLimit):
             return int(inner._max_episode_steps)
@@ -292,7 +292,7 @@ class _FlatInfoConverter:
         return tuple.__new__(self.cls, out)
 
 
-def _info_leaf(value: Any) -> Any:
+def _info_leaf(value: object) -> np.generic | np.ndarray | None:
     """The stored form of one info value, or None to drop it."""
     if isinstance(value, (bool, np.bool_)):
         return np.bool_(value)
@@ -313,7 +313,7 @@ def _info_leaf(value: Any) -> Any:
     return a[()] if a.ndim == 0 else a
 
 
-def _storable(value: Any) -> bool:
+def _storable(value: object) -> bool:
     """Whether a value would be kept (values of other types are dropped silently)."""
     if isinstance(value, Mapping):
         return bool(_clean_info(value))

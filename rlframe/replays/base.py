@@ -1,7 +1,13 @@
 """Interface shared by every replay buffer."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from rlframe.replays.layouts import SamplesFromReplay, SequenceSamplesFromReplay
+    from rlframe.utils.collections import NamedArrayTuple
 
 
 class BaseReplayBuffer:
@@ -14,11 +20,11 @@ class BaseReplayBuffer:
 
     async_: bool = False
 
-    def append_samples(self, samples: Any) -> Any:
+    def append_samples(self, samples: NamedArrayTuple) -> tuple[int, slice | np.ndarray]:
         """Store a ``[T, B]`` chunk of samples (a namedarraytuple of arrays or tensors)."""
         raise NotImplementedError
 
-    def sample_batch(self, batch_B: int) -> Any:
+    def sample_batch(self, batch_B: int) -> SamplesFromReplay | SequenceSamplesFromReplay:
         """Draw a batch of ``batch_B`` samples as torch tensors."""
         raise NotImplementedError
 

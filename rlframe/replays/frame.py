@@ -7,11 +7,14 @@ store keeps only each step's newest frame and rebuilds stacks when sampling.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rlframe.replays.storage import RingStorage
+
+if TYPE_CHECKING:
+    import torch
 
 
 class FrameStore:
@@ -34,7 +37,7 @@ class FrameStore:
         new_frames: ``[T, B, *frame_shape]`` view, the newest frame of each step.
     """
 
-    def __init__(self, observation: Any):
+    def __init__(self, observation: np.ndarray):
         observation = np.asarray(observation)
         if observation.ndim < 1:
             raise ValueError("Frame buffers need an observation with a leading frame dim "
@@ -53,7 +56,8 @@ class FrameStore:
         self.frames = storage.allocate(self._frame_example, (storage.T + fm1, storage.B))
         self.new_frames = self.frames[fm1:]
 
-    def write(self, t: int, T_new: int, idxs: slice | np.ndarray, observation: Any) -> None:
+    def write(self, t: int, T_new: int, idxs: slice | np.ndarray,
+              observation: np.ndarray | torch.Tensor) -> None:
         """Keep ``observation[:, :, -1]`` (the newest frame) of a chunk written at row ``t``.
 
         Args:

@@ -18,31 +18,47 @@ from rlframe.utils.collections import namedarraytuple
 from rlframe.utils.misc import extract_sequences
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
     from rlframe.replays.replay_buffer import ReplayBuffer
+    from rlframe.utils.buffer import ArrayTree
+    from rlframe.utils.collections import NamedArrayTuple
 
 _TL_FIELDS = ("timeout", "timeout_n")
 _PRI_FIELDS = ("is_weights",)
 
-SamplesFromReplay = namedarraytuple(
-    "SamplesFromReplay",
-    ["agent_inputs", "action", "return_", "done", "done_n", "target_inputs"])
-SamplesFromReplayPri = namedarraytuple("SamplesFromReplayPri",
-                                       SamplesFromReplay._fields + _PRI_FIELDS)
-SamplesFromReplayTL = namedarraytuple("SamplesFromReplayTL",
-                                      SamplesFromReplay._fields + _TL_FIELDS)
-SamplesFromReplayPriTL = namedarraytuple("SamplesFromReplayPriTL",
-                                         SamplesFromReplayTL._fields + _PRI_FIELDS)
+if TYPE_CHECKING:
+    # Type checkers see every namedarraytuple type as NamedArrayTuple (see
+    # rlframe.utils.collections); the classes are built in the else branch.
+    SamplesFromReplay: TypeAlias = NamedArrayTuple
+    SamplesFromReplayPri: TypeAlias = NamedArrayTuple
+    SamplesFromReplayTL: TypeAlias = NamedArrayTuple
+    SamplesFromReplayPriTL: TypeAlias = NamedArrayTuple
+    SequenceSamplesFromReplay: TypeAlias = NamedArrayTuple
+    SequenceSamplesFromReplayPri: TypeAlias = NamedArrayTuple
+    SequenceSamplesFromReplayTL: TypeAlias = NamedArrayTuple
+    SequenceSamplesFromReplayPriTL: TypeAlias = NamedArrayTuple
+else:
+    SamplesFromReplay = namedarraytuple(
+        "SamplesFromReplay",
+        ["agent_inputs", "action", "return_", "done", "done_n", "target_inputs"])
+    SamplesFromReplayPri = namedarraytuple("SamplesFromReplayPri",
+                                           SamplesFromReplay._fields + _PRI_FIELDS)
+    SamplesFromReplayTL = namedarraytuple("SamplesFromReplayTL",
+                                          SamplesFromReplay._fields + _TL_FIELDS)
+    SamplesFromReplayPriTL = namedarraytuple("SamplesFromReplayPriTL",
+                                             SamplesFromReplayTL._fields + _PRI_FIELDS)
 
-SequenceSamplesFromReplay = namedarraytuple(
-    "SamplesFromReplay",
-    ["all_observation", "all_action", "all_reward", "return_", "done", "done_n",
-     "init_rnn_state"])
-SequenceSamplesFromReplayPri = namedarraytuple("SamplesFromReplayPri",
-                                               SequenceSamplesFromReplay._fields + _PRI_FIELDS)
-SequenceSamplesFromReplayTL = namedarraytuple("SamplesFromReplayTL",
-                                              SequenceSamplesFromReplay._fields + _TL_FIELDS)
-SequenceSamplesFromReplayPriTL = namedarraytuple(
-    "SamplesFromReplayPriTL", SequenceSamplesFromReplayTL._fields + _PRI_FIELDS)
+    SequenceSamplesFromReplay = namedarraytuple(
+        "SamplesFromReplay",
+        ["all_observation", "all_action", "all_reward", "return_", "done", "done_n",
+         "init_rnn_state"])
+    SequenceSamplesFromReplayPri = namedarraytuple(
+        "SamplesFromReplayPri", SequenceSamplesFromReplay._fields + _PRI_FIELDS)
+    SequenceSamplesFromReplayTL = namedarraytuple("SamplesFromReplayTL",
+                                                  SequenceSamplesFromReplay._fields + _TL_FIELDS)
+    SequenceSamplesFromReplayPriTL = namedarraytuple(
+        "SamplesFromReplayPriTL", SequenceSamplesFromReplayTL._fields + _PRI_FIELDS)
 
 # Batch type by (time-limit targets, prioritized).
 _TRANSITION_BATCHES = {(False, False): SamplesFromReplay, (False, True): SamplesFromReplayPri,
@@ -66,11 +82,13 @@ class TransitionLayout:
     start_interval: int = 1
     batch_T: int = 1
     stored_state_field: str | None = None
+    rnn_state_interval: int = 0  # No RNN states are stored with single steps ...
+    prev_rnn_state: None = None  # ... so there are none to read.
 
-    def check_example(self, example: Any) -> None:
+    def check_example(self, example: NamedArrayTuple) -> None:
         """Single steps need nothing beyond the common fields."""
 
-    def build(self, replay: "ReplayBuffer", example: Any) -> None:
+    def build(self, replay: ReplayBuffer, example: NamedArrayTuple) -> None:
         """Attach to ``replay``."""
         self._replay = replay
 
@@ -78,11 +96,11 @@ class TransitionLayout:
         """Steps per env to allocate for a requested ``T``."""
         return T
 
-    def write(self, t: int, T_new: int, samples: Any) -> None:
+    def write(self, t: int, T_new: int, samples: NamedArrayTuple) -> None:
         """Nothing beyond the storage's own fields."""
 
     def extract_batch(self, T_idxs: np.ndarray, B_idxs: np.ndarray, L: int = 1,
-                      is_weights: torch.Tensor | None = None) -> Any:
+                      is_weights: torch.Tensor | None = None) -> SamplesFromReplay:
         """Batch of single steps (torch), with ``is_weights`` when given (``L`` is 1)."""
         r = self._replay
         s, T, B = r.storage.samples, r.storage.T, r.storage.B
@@ -168,9 +186,9 @@ class SequenceLayout:
         # The field kept out of the common storage (states are stored sparsely).
         self.stored_state_field: str | None = ("prev_rnn_state"
                                                if self.rnn_state_interval != 1 else None)
-        self.prev_rnn_state: Any = None
+        self.prev_rnn_state: ArrayTree | None = None
 
-    def check_example(self, example: Any) -> None:
+    def check_example(self, example: NamedArrayTuple) -> None:
         """Raise unless the example carries what this layout stores."""
         if self.rnn_state_interval > 0 and not hasattr(example, "prev_rnn_state"):
             raise ValueError(f"rnn_state_interval={self.rnn_state_interval} stores RNN states, "
@@ -181,7 +199,7 @@ class SequenceLayout:
         """``T`` rounded up to a multiple of the RNN-state interval."""
         return self.start_interval * math.ceil(T / self.start_interval)
 
-    def build(self, replay: "ReplayBuffer", example: Any) -> None:
+    def build(self, replay: ReplayBuffer, example: NamedArrayTuple) -> None:
         """Allocate the sparse RNN-state rows."""
         self._replay = replay
         s = replay.storage
@@ -191,7 +209,7 @@ class SequenceLayout:
         elif self.rnn_state_interval == 1:
             self.prev_rnn_state = s.samples.prev_rnn_state
 
-    def write(self, t: int, T_new: int, samples: Any) -> None:
+    def write(self, t: int, T_new: int, samples: NamedArrayTuple) -> None:
         """Keep the states of the chunk's rows that are multiples of the interval."""
         rsi = self.rnn_state_interval
         if rsi <= 1:
@@ -206,7 +224,7 @@ class SequenceLayout:
             self.prev_rnn_state[rows] = samples.prev_rnn_state[offsets]
 
     def extract_batch(self, T_idxs: np.ndarray, B_idxs: np.ndarray, L: int,
-                      is_weights: torch.Tensor | None = None) -> Any:
+                      is_weights: torch.Tensor | None = None) -> SequenceSamplesFromReplay:
         """Batch of sequences of length ``L`` (torch), with ``is_weights`` when given."""
         r = self._replay
         s, T, n = r.storage.samples, r.storage.T, r.n_step_return
@@ -234,7 +252,7 @@ class SequenceLayout:
             batch.all_reward[0, new_episode] = 0
         return torchify_buffer(batch)
 
-    def extract_rnn_state(self, T_idxs: np.ndarray, B_idxs: np.ndarray) -> Any:
+    def extract_rnn_state(self, T_idxs: np.ndarray, B_idxs: np.ndarray) -> ArrayTree | None:
         """Stored RNN states before steps ``T_idxs`` (multiples of the interval), [batch_B, ...]."""
         if self.prev_rnn_state is None:
             return None

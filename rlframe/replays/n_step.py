@@ -5,10 +5,13 @@ The storage, return targets and sampling now live in parts
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rlframe.replays.replay_buffer import ReplayBuffer
 from rlframe.replays.targets import NStepTargets, n_step_sums
+
+if TYPE_CHECKING:
+    from rlframe.utils.collections import NamedArrayTuple
 
 __all__ = ["BaseNStepReturnBuffer", "n_step_sums"]
 
@@ -24,7 +27,7 @@ class BaseNStepReturnBuffer(ReplayBuffer):
         n_step_return: rewards summed per return.
     """
 
-    def __init__(self, example: Any, size: int | float, B: int, discount: float = 1,
+    def __init__(self, example: NamedArrayTuple, size: int | float, B: int, discount: float = 1,
                  n_step_return: int = 1):
         super().__init__(example, size, B, targets=NStepTargets(discount, n_step_return),
                          shared=self.async_)

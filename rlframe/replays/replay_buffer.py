@@ -25,7 +25,7 @@ oldest ``off_forward`` steps are not sampled: 1, or ``n_frames - 1`` with frames
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -35,6 +35,14 @@ from rlframe.replays.layouts import SequenceLayout, TransitionLayout
 from rlframe.replays.sampling import PrioritizedSampling, UniformSampling
 from rlframe.replays.storage import RingStorage
 from rlframe.replays.targets import NStepTargets
+
+if TYPE_CHECKING:
+    import torch
+
+    from rlframe.replays.layouts import SamplesFromReplay, SequenceSamplesFromReplay
+    from rlframe.replays.sum_tree import SumTree
+    from rlframe.utils.buffer import ArrayTree
+    from rlframe.utils.collections import NamedArrayTuple
 
 
 class ReplayBuffer(BaseReplayBuffer):
@@ -65,7 +73,7 @@ class ReplayBuffer(BaseReplayBuffer):
         batch_T: default item length (1 for single steps).
     """
 
-    def __init__(self, example: Any, size: int | float, B: int,
+    def __init__(self, example: NamedArrayTuple, size: int | float, B: int,
                  targets: NStepTargets | None = None,
                  sampling: UniformSampling | PrioritizedSampling | None = None,
                  layout: TransitionLayout | SequenceLayout | None = None,
@@ -100,7 +108,7 @@ class ReplayBuffer(BaseReplayBuffer):
         self.T: int = T
         self.B: int = B
         self.size: int = T * B
-        self.samples: Any = self.storage.samples
+        self.samples: NamedArrayTuple = self.storage.samples
         self.discount: float = self.targets.discount
         self.n_step_return: int = self.targets.n_step_return
         self.off_backward: int = self.targets.off_backward
@@ -157,7 +165,7 @@ class ReplayBuffer(BaseReplayBuffer):
                 f"batch_T={batch_T} is longer than the replay holds: T={self.T} steps per env "
                 f"(size={self.size}, B={self.B}) fits sequences of at most "
                 f"{self.T - n - f - u + 1} steps with n_step_return={n}, off_forward={f}, "
-                f"rnn_state_interval={getattr(self.layout, 'rnn_state_interval', 0)}; need "
+                f"rnn_state_interval={self.layout.rnn_state_interval}; need "
                 f"size >= {needed_T * self.B}.")
 
     def min_steps_to_sample(self, batch_T: int | None = None) -> int:
@@ -206,7 +214,7 @@ class ReplayBuffer(BaseReplayBuffer):
             f"multiples of {self.start_interval}); append more samples first.")
 
     # ------------------------------------------------------------ appending
-    def append_samples(self, samples: Any) -> tuple[int, slice | np.ndarray]:
+    def append_samples(self, samples: NamedArrayTuple) -> tuple[int, slice | np.ndarray]:
         """Store a ``[T, B]`` chunk of samples.
 
         Args:
@@ -219,7 +227,7 @@ class ReplayBuffer(BaseReplayBuffer):
             ``(T, idxs)``: the chunk length and the rows written.
         """
         priorities = None
-        if getattr(self.sampling, "input_priorities", False):
+        if self.sampling.input_priorities:
             if not hasattr(samples, "priorities") or not hasattr(samples, "samples"):
                 raise ValueError("With input_priorities=True, append_samples takes a namedtuple "
                                  "with fields (priorities, samples); got "
@@ -245,7 +253,8 @@ class ReplayBuffer(BaseReplayBuffer):
         return T_new, idxs
 
     # ------------------------------------------------------------- sampling
-    def sample_batch(self, batch_B: int, batch_T: int | None = None) -> Any:
+    def sample_batch(self, batch_B: int, batch_T: int | None = None
+                     ) -> SamplesFromReplay | SequenceSamplesFromReplay:
         """Draw ``batch_B`` items (steps, or sequences of ``batch_T``) as torch tensors."""
         batch_T = self.resolve_batch_T(batch_T)
         with self.storage.read_access():
@@ -253,11 +262,12 @@ class ReplayBuffer(BaseReplayBuffer):
             return self.layout.extract_batch(T_idxs, B_idxs, batch_T, is_weights)
 
     def extract_batch(self, T_idxs: np.ndarray, B_idxs: np.ndarray,
-                      batch_T: int | None = None) -> Any:
+                      batch_T: int | None = None
+                      ) -> SamplesFromReplay | SequenceSamplesFromReplay:
         """The batch at given start rows ``T_idxs`` of envs ``B_idxs`` (no weights)."""
         return self.layout.extract_batch(T_idxs, B_idxs, self.resolve_batch_T(batch_T), None)
 
-    def extract_observation(self, T_idxs: np.ndarray, B_idxs: np.ndarray) -> Any:
+    def extract_observation(self, T_idxs: np.ndarray, B_idxs: np.ndarray) -> ArrayTree:
         """Observations at rows ``T_idxs`` of envs ``B_idxs`` (index arrays of one shape)."""
         if self.observations is not None:
             return self.observations.extract(T_idxs, B_idxs)
@@ -265,7 +275,7 @@ class ReplayBuffer(BaseReplayBuffer):
 
     # ----------------------------------------------------------- priorities
     @property
-    def priority_tree(self) -> Any:
+    def priority_tree(self) -> SumTree:
         """The :class:`~rlframe.replays.sum_tree.SumTree` of prioritized sampling."""
         return self._prioritized("priority_tree").tree
 
@@ -278,7 +288,7 @@ class ReplayBuffer(BaseReplayBuffer):
         """Set the importance-sampling exponent."""
         self._prioritized("set_beta").beta = beta
 
-    def update_batch_priorities(self, priorities: Any) -> None:
+    def update_batch_priorities(self, priorities: torch.Tensor | np.ndarray) -> None:
         """New raw priorities ``[batch_B]`` for the items of the last batch."""
         sampling = self._prioritized("update_batch_priorities")
         with self.storage.write_access():
@@ -312,12 +322,12 @@ class ReplayBuffer(BaseReplayBuffer):
         return self.observations
 
     @property
-    def samples_prev_rnn_state(self) -> Any:
+    def samples_prev_rnn_state(self) -> ArrayTree | None:
         """Stored RNN states of a sequence layout (None without them)."""
-        return getattr(self.layout, "prev_rnn_state", None)
+        return self.layout.prev_rnn_state
 
 
-def _stored_type(example: Any, fields: tuple[str, ...]) -> type:
+def _stored_type(example: NamedArrayTuple, fields: tuple[str, ...]) -> type[NamedArrayTuple]:
     """The example's namedarraytuple type, or one with only ``fields``."""
     from rlframe.utils.collections import namedarraytuple, namedarraytuple_like
     if fields == tuple(example._fields):

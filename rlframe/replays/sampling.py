@@ -10,7 +10,7 @@ steps from it plus their ``n_step_return`` targets are stored.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -27,6 +27,7 @@ class UniformSampling:
 
     prioritized: bool = False
     needs_fixed_batch_T: bool = False
+    input_priorities: bool = False  # append_samples never takes priorities here.
 
     def __init__(self) -> None:
         self._replay: ReplayBuffer | None = None
@@ -35,7 +36,7 @@ class UniformSampling:
         """Attach to ``replay`` (its storage and geometry)."""
         self._replay = replay
 
-    def on_append(self, T_new: int, priorities: Any = None) -> None:
+    def on_append(self, T_new: int, priorities: np.ndarray | torch.Tensor | None = None) -> None:
         """Nothing to track: validity follows from the storage's cursor."""
 
     def _valid_range(self, L: int) -> tuple[int, int, int]:
@@ -134,7 +135,7 @@ class PrioritizedSampling:
                              f"not a multiple of rnn_state_interval={u}; use a sampler batch_T "
                              "that is.")
 
-    def on_append(self, T_new: int, priorities: Any = None) -> None:
+    def on_append(self, T_new: int, priorities: np.ndarray | torch.Tensor | None = None) -> None:
         """Switch on the starts that the last ``T_new`` steps completed.
 
         Args:
@@ -160,7 +161,7 @@ class PrioritizedSampling:
         T_idxs = rows * self._replay.start_interval
         return T_idxs, B_idxs, torch.from_numpy(is_weights.astype(np.float32))
 
-    def update_batch_priorities(self, priorities: Any) -> None:
+    def update_batch_priorities(self, priorities: np.ndarray | torch.Tensor) -> None:
         """New raw priorities ``[batch_B]`` for the last batch (stored as ``priorities^alpha``)."""
         p = np.asarray(numpify_buffer(priorities), dtype=np.float64)
         self.tree.update_batch_priorities(p ** self.alpha)

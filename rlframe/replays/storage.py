@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing as mp
-from typing import Any, ContextManager
+from typing import TYPE_CHECKING, Any, Callable, ContextManager
 
 import numpy as np
 
 from rlframe.utils.buffer import buffer_from_example, build_array, get_leading_dims
 from rlframe.utils.synchronize import RWLock
+
+if TYPE_CHECKING:
+    from rlframe.utils.collections import NamedArrayTuple
 
 
 class RingStorage:
@@ -36,11 +39,12 @@ class RingStorage:
         lock: the :class:`RWLock` of shared storage (None when process-local).
     """
 
-    def __init__(self, example: Any, T: int, B: int, shared: bool = False):
+    def __init__(self, example: NamedArrayTuple, T: int, B: int, shared: bool = False):
         self.T: int = int(T)
         self.B: int = int(B)
         self.shared: bool = shared
-        self.samples: Any = buffer_from_example(example, (self.T, self.B), share_memory=shared)
+        self.samples: NamedArrayTuple = buffer_from_example(example, (self.T, self.B),
+                                                            share_memory=shared)
         # [cursor t, full flag]; in shared memory so every process sees the same ring.
         self._cursor: np.ndarray = build_array(np.int64(0), 2, share_memory=shared)
         # Made in the spawn context, the lock can go to children of any start method
@@ -70,7 +74,7 @@ class RingStorage:
         """Row index of the step ``ages`` steps older than the newest one."""
         return (self._cursor[0] - 1 - ages) % self.T
 
-    def check_chunk(self, samples: Any) -> int:
+    def check_chunk(self, samples: NamedArrayTuple) -> int:
         """Raise unless ``samples`` fits this storage; returns its length ``T_new``.
 
         Args:
@@ -90,7 +94,7 @@ class RingStorage:
                              f"{self.T}] (the buffer's steps per env).")
         return T_new
 
-    def write(self, samples: Any, T_new: int) -> slice | np.ndarray:
+    def write(self, samples: NamedArrayTuple, T_new: int) -> slice | np.ndarray:
         """Write a checked ``[T_new, B]`` chunk at the cursor, wrapping; returns the rows
         written (a slice, or an index array when the chunk wrapped). The cursor moves
         with :meth:`advance`, once every part has stored its share of the chunk."""
@@ -126,11 +130,11 @@ class RingStorage:
 class _Held:
     """Context manager around an acquire/release pair."""
 
-    def __init__(self, acquire: Any, release: Any):
+    def __init__(self, acquire: Callable[[], None], release: Callable[[], None]):
         self._acquire, self._release = acquire, release
 
     def __enter__(self) -> None:
         self._acquire()
 
-    def __exit__(self, *exc_info: Any) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self._release()

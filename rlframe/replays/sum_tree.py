@@ -14,11 +14,14 @@ in the replay's invalid zone near the cursor (``off_backward`` newest rows,
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from rlframe.utils.buffer import build_array
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 class SumTree:
     """Priorities of a ``[T, B]`` ring buffer, sampled in proportion to their value.
@@ -81,7 +84,8 @@ class SumTree:
         self.prev_tree_idxs: np.ndarray | None = None  # Per process: the last draws here.
         self.reset()
 
-    def _allocate(self, shape: Any, dtype: Any = np.float64) -> np.ndarray:
+    def _allocate(self, shape: int | tuple[int, ...], dtype: npt.DTypeLike = np.float64
+                  ) -> np.ndarray:
         """Zeroed storage, in shared memory for a shared tree."""
         return build_array(np.zeros((), dtype), shape, share_memory=self.shared)
 
@@ -113,7 +117,7 @@ class SumTree:
         return self.T if self._full else self.t
 
     # ------------------------------------------------------------------ cursor
-    def advance(self, T: int, priorities: Any = None) -> None:
+    def advance(self, T: int, priorities: npt.ArrayLike | None = None) -> None:
         """Move the cursor over ``T`` newly appended rows.
 
         Rows that became sampleable get their priority (the input priority if one
@@ -277,7 +281,7 @@ class SumTree:
         raise ValueError(f"SumTree.sample(n={n}, unique=True): could not find {n} distinct rows "
                          f"({n_positive} have nonzero priority).")
 
-    def update_batch_priorities(self, priorities: Any) -> None:
+    def update_batch_priorities(self, priorities: npt.ArrayLike) -> None:
         """Give new priorities to the rows drawn by the last :meth:`sample`.
 
         Rows drawn twice take the priority of their first draw. Rows that have

@@ -51,7 +51,7 @@ class Callback:
         Args:
             runner: the runner.
             itr: the row's iteration (``MinibatchRlEval`` first logs a row at
-                ``itr=0`` before any training).
+                ``itr=-1``, before any training).
             diagnostics: the row, keyed like progress.csv's columns
                 (``"Diagnostics/CumSteps"``, ``"ReturnAverage"``, ...).
 
@@ -86,7 +86,7 @@ class StopAtReturn(Callback):
     Attributes:
         history: ``(env steps trained, value)`` for every log row of the last
             run, NaN values included; the steps are the row's
-            ``Diagnostics/CumSteps``, and 0 for a row logged before training.
+            ``Diagnostics/CumSteps`` (0 for the row logged before training).
         stopped_itr: iteration of the row that stopped the run (None if none did).
     """
 
@@ -118,7 +118,7 @@ class StopAtReturn(Callback):
             raise KeyError(f"StopAtReturn(key={self.key!r}): the logged row has no such "
                            f"column; available: {sorted(diagnostics)}.")
         value = float(diagnostics[self.key])
-        steps = int(diagnostics[CUM_STEPS_KEY]) if self._trained else 0
+        steps = int(diagnostics.get(CUM_STEPS_KEY, 0)) if self._trained else 0
         self.history.append((steps, value))
         if self._trained and value >= self.threshold:  # False for NaN
             self.stopped_itr = itr

@@ -4,15 +4,18 @@ from __future__ import annotations
 import signal
 import threading
 import time
+import warnings
 from collections import deque
 from typing import Any, Sequence
 
 import psutil
+import torch
 
 from rlframe.runners.base import BaseRunner
 from rlframe.runners.callbacks import Callback, check_callbacks
 from rlframe.utils.checks import as_int, positive_int
-from rlframe.utils.launching.pinning import check_affinity, set_cpu_affinity, set_torch_threads
+from rlframe.utils.launching.pinning import (check_affinity, check_cuda_device, set_cpu_affinity,
+                                             set_torch_threads)
 from rlframe.utils.logging import logger
 from rlframe.utils.prog_bar import ProgBarCounter
 from rlframe.utils.seed import make_seed, set_seed
@@ -20,6 +23,15 @@ from rlframe.utils.seed import make_seed, set_seed
 
 def _raise_system_exit(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)
+
+
+def _leaves(tree: Any) -> list:
+    """Leaves of nested dicts, lists and tuples (e.g. an agent's state dict)."""
+    if isinstance(tree, dict):
+        return [leaf for value in tree.values() for leaf in _leaves(value)]
+    if isinstance(tree, (list, tuple)):
+        return [leaf for value in tree for leaf in _leaves(value)]
+    return [tree]
 
 
 class MinibatchRlBase(BaseRunner):
@@ -53,6 +65,7 @@ class MinibatchRlBase(BaseRunner):
         self.n_steps = positive_int("n_steps", n_steps)
         self.seed = None if seed is None else as_int("seed", seed, minimum=0)
         self.affinity = check_affinity(affinity)
+        check_cuda_device(self.affinity.get("cuda_idx"))
         self.log_interval_steps = positive_int("log_interval_steps", log_interval_steps)
         self.min_itr_learn = getattr(algo, "min_itr_learn", 0)
         self.callbacks = check_callbacks(callbacks)
@@ -61,14 +74,15 @@ class MinibatchRlBase(BaseRunner):
         self._check_agent_env()
 
     def _check_agent_env(self) -> None:
-        """Build one env and ask the agent whether it can act in it (before any run dir)."""
+        """Build one env and ask the agent whether it (and its model) can act in it,
+        before any run directory exists."""
         make_env = getattr(self.sampler, "make_env", None)
-        check = getattr(self.agent, "check_env_spaces", None)
-        if make_env is None or check is None:
+        if make_env is None:
             return
         env = make_env()
         try:
-            check(env.spaces)
+            self.agent.check_env_spaces(env.spaces)
+            self.agent.check_model(env.spaces)
         finally:
             env.close()
 
@@ -76,7 +90,9 @@ class MinibatchRlBase(BaseRunner):
         """Run ``n_itr`` iterations of sample → optimize, logging every interval.
 
         A callback's ``on_log`` returning False ends the run after that log
-        point; ``shutdown()`` runs however the loop ends.
+        point; ``shutdown()`` runs however the loop ends. When the loop ends by
+        an exception (Ctrl-C, SIGTERM, a worker's error), a final snapshot of the
+        last completed iteration is written first.
         """
         try:
             n_itr = self.startup()
@@ -90,11 +106,15 @@ class MinibatchRlBase(BaseRunner):
                     samples, traj_infos = self.sampler.obtain_samples(itr)
                     self.agent.train_mode(itr)
                     opt_info = self.algo.optimize_agent(itr, samples)
+                    self.last_completed_itr = itr
                     self.store_diagnostics(itr, traj_infos, opt_info)
                     self._call_callbacks("on_iteration_end", itr, samples, opt_info)
                     if (itr + 1) % self.log_interval_itrs == 0:
                         self.at_log_point(itr)
             self._completed = True
+        except BaseException as error:  # Ctrl-C, SIGTERM, a worker's error, ...
+            self.save_final_snapshot(error)
+            raise
         finally:
             self.shutdown()
 
@@ -124,6 +144,13 @@ class MinibatchRlBase(BaseRunner):
         self._completed = False
         self._stop_reason = None
         self._callbacks_started = False
+        self.last_completed_itr: int | None = None
+        if not logger.writes_files():
+            message = (f"{type(self).__name__}.train() runs outside logger_context: nothing "
+                       "(progress.csv, debug.log, snapshots) will be saved. Wrap it in "
+                       "`with logger_context(log_dir, run_ID, name, config): runner.train()`.")
+            warnings.warn(message, stacklevel=3)
+            logger.log(f"WARNING: {message}")
         self._install_sigterm_handler()
         p = psutil.Process()
         if self.affinity.get("master_cpus") is not None and self.affinity.get("set_affinity", True):
@@ -168,6 +195,13 @@ class MinibatchRlBase(BaseRunner):
             n_itr += log_interval_itrs - n_itr % log_interval_itrs
         self.log_interval_itrs = log_interval_itrs
         self.n_itr = n_itr
+        if n_itr * self.itr_batch_size != self.n_steps:
+            message = (f"n_steps={self.n_steps} is not a whole number of log intervals of "
+                       f"{log_interval_itrs} iteration(s) of {self.itr_batch_size} env steps: "
+                       f"training for {n_itr * self.itr_batch_size} env steps ({n_itr} "
+                       "iterations) instead.")
+            warnings.warn(message, stacklevel=4)  # At the caller of train().
+            logger.log(f"WARNING: {message}")
         logger.log(f"Running {n_itr} iterations of minibatch RL.")
         return n_itr
 
@@ -210,18 +244,60 @@ class MinibatchRlBase(BaseRunner):
             self._prev_sigterm = None
 
     def get_itr_snapshot(self, itr: int) -> dict:
-        """Snapshot of tensors, numbers and dicts (loads with ``weights_only=True``)."""
+        """Snapshot of tensors, numbers and dicts (loads with ``weights_only=True``).
+
+        ``cum_steps`` counts the env steps of iterations ``0 .. itr``, as progress.csv's
+        ``CumSteps`` does in the row of iteration ``itr``.
+        """
         return dict(
             itr=itr,
-            cum_steps=itr * self.sampler.batch_size * self.world_size,
+            cum_steps=(itr + 1) * self.sampler.batch_size * self.world_size,
             agent_state_dict=self.agent.state_dict(),
             optimizer_state_dict=self.algo.optim_state_dict(),
         )
 
-    def save_itr_snapshot(self, itr: int) -> None:
+    def save_itr_snapshot(self, itr: int, final: bool = False) -> list[str]:
+        """Write the snapshot of iteration ``itr`` (per the snapshot mode), unless the
+        agent's weights are not finite: a good earlier snapshot is never replaced by them.
+
+        Returns:
+            The names of the files written.
+        """
+        if not self.agent_weights_finite():
+            logger.log(f"WARNING: the agent's weights at iteration {itr} are not all finite; "
+                       "no snapshot written (the last one written is kept).")
+            return []
         logger.log("saving snapshot...")
-        logger.save_itr_params(itr, self.get_itr_snapshot(itr))
+        names = logger.save_itr_params(itr, self.get_itr_snapshot(itr), final=final)
         logger.log("saved")
+        return names
+
+    def agent_weights_finite(self) -> bool:
+        """Whether every parameter and buffer of the agent's state holds finite values."""
+        tensors = [t for t in _leaves(self.agent.state_dict())
+                   if isinstance(t, torch.Tensor) and t.is_floating_point()]
+        return all(bool(torch.isfinite(t).all()) for t in tensors)
+
+    def save_final_snapshot(self, error: BaseException) -> None:
+        """The run is ending by ``error``: snapshot its last completed iteration (not in
+        ``snapshot_mode="none"``) and say so in debug.log."""
+        itr = getattr(self, "last_completed_itr", None)
+        if itr is None or logger.get_snapshot_mode() == "none" or not logger.writes_files():
+            return
+        if isinstance(error, KeyboardInterrupt):
+            cause = "interrupted (Ctrl-C)"
+        elif isinstance(error, SystemExit):
+            cause = f"stopped by a signal (exit code {error.code})"
+        else:
+            cause = f"stopped by {type(error).__name__}: {error}"
+        try:
+            names = self.save_itr_snapshot(itr, final=True)
+        except Exception as save_error:  # noqa: BLE001 - the original error matters more.
+            logger.log(f"Training {cause}; the final snapshot failed: {save_error!r}")
+            return
+        if names:
+            logger.log(f"Training {cause}: final snapshot of iteration {itr} written "
+                       f"({', '.join(names)}).")
 
     def _start_pbar(self) -> None:
         self.pbar = ProgBarCounter(self.log_interval_itrs)
@@ -243,23 +319,29 @@ class MinibatchRlBase(BaseRunner):
                         prefix: str = "Diagnostics/") -> dict[str, Any]:
         """Save the snapshot, write one diagnostics row and hand it to the callbacks.
 
+        Args:
+            itr: the iteration just completed, or -1 for a row logged before any
+                training (``MinibatchRlEval``'s evaluation of the untrained agent).
+
         Returns:
             the row, keyed like progress.csv's columns.
         """
         self._stop_pbar()
-        if itr >= self.min_itr_learn - 1:
+        if 0 <= itr and itr >= self.min_itr_learn - 1:
             self.save_itr_snapshot(itr)
         new_time = time.time()
         self._cum_time = new_time - self._start_time
         train_time_elapsed = new_time - self._last_time - eval_time
         new_updates = self.algo.update_counter - self._last_update_counter
         new_samples = self.sampler.batch_size * self.world_size * self.log_interval_itrs
-        updates_per_second = float("nan") if itr == 0 else new_updates / train_time_elapsed
-        samples_per_second = float("nan") if itr == 0 else new_samples / train_time_elapsed
-        replay_ratio = new_updates * self.algo.batch_size * self.world_size / new_samples
-        cum_replay_ratio = (self.algo.batch_size * self.algo.update_counter
-                            / ((itr + 1) * self.sampler.batch_size))
         cum_steps = (itr + 1) * self.sampler.batch_size * self.world_size
+        nan = float("nan")  # Rates of a row before training.
+        updates_per_second = nan if itr < 0 else new_updates / train_time_elapsed
+        samples_per_second = nan if itr < 0 else new_samples / train_time_elapsed
+        replay_ratio = nan if itr < 0 else (new_updates * self.algo.batch_size * self.world_size
+                                            / new_samples)
+        cum_replay_ratio = nan if itr < 0 else (self.algo.batch_size * self.algo.update_counter
+                                                / ((itr + 1) * self.sampler.batch_size))
 
         with logger.tabular_prefix(prefix):
             if self._eval:
@@ -273,6 +355,7 @@ class MinibatchRlBase(BaseRunner):
             logger.record_tabular("UpdatesPerSecond", updates_per_second)
             logger.record_tabular("ReplayRatio", replay_ratio)
             logger.record_tabular("CumReplayRatio", cum_replay_ratio)
+            logger.record_tabular("NonFiniteUpdates", self.algo.non_finite_updates)
         self._log_infos(traj_infos)
         diagnostics = logger.dump_tabular(with_prefix=False)
 
@@ -341,14 +424,30 @@ class MinibatchRl(MinibatchRlBase):
 
 
 class MinibatchRlEval(MinibatchRlBase):
-    """Logs offline performance: evaluation episodes run at every log interval."""
+    """Logs offline performance: evaluation episodes run at every log interval.
+
+    The first row evaluates the untrained agent; it has ``Iteration`` -1 and
+    ``CumSteps`` 0 (rows of training iterations count from 0).
+    """
 
     _eval = True
 
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        eval_n_envs = getattr(self.sampler, "eval_n_envs", 0)
+        if eval_n_envs < 1:
+            raise ValueError(
+                f"MinibatchRlEval evaluates the agent at every log point, but the sampler "
+                f"has eval_n_envs={eval_n_envs}; give the sampler eval_n_envs >= 1 (with "
+                "eval_max_steps or eval_max_trajectories), or use MinibatchRl, which logs "
+                "the training episodes instead.")
+
     def before_training(self) -> None:
-        """Evaluate the untrained agent: the first row (``Iteration`` 0)."""
+        """Evaluate the untrained agent: the first row, with ``Iteration`` -1 (and
+        ``CumSteps`` 0), so that every row's ``Iteration`` is unique."""
         with logger.prefix("itr #0 "):
-            self.at_log_point(0)
+            eval_traj_infos, eval_time = self.evaluate_agent(0)
+            self.log_diagnostics(-1, eval_traj_infos, eval_time)
 
     def at_log_point(self, itr: int) -> None:
         """Evaluate the agent and log its evaluation trajectories."""

@@ -1,10 +1,14 @@
 """Sampler interface: builds envs and collectors, returns [T, B] batches."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from rlframe.samplers.collections import BatchSpec, TrajInfo
 from rlframe.utils.checks import as_int, positive_int
+
+if TYPE_CHECKING:
+    from rlframe.envs.base import Env
+    from rlframe.samplers.collections import Examples, Samples
 
 
 class BaseSampler:
@@ -30,9 +34,9 @@ class BaseSampler:
 
     alternating: bool = False
 
-    def __init__(self, EnvCls: Any, env_kwargs: dict | None, batch_T: int, batch_B: int,
-                 CollectorCls: type, max_decorrelation_steps: int = 100,
-                 TrajInfoCls: type = TrajInfo, eval_n_envs: int = 0,
+    def __init__(self, EnvCls: Callable[..., Env], env_kwargs: dict | None, batch_T: int,
+                 batch_B: int, CollectorCls: type, max_decorrelation_steps: int = 100,
+                 TrajInfoCls: type[TrajInfo] = TrajInfo, eval_n_envs: int = 0,
                  eval_CollectorCls: type | None = None, eval_env_kwargs: dict | None = None,
                  eval_max_steps: int | None = None, eval_max_trajectories: int | None = None):
         if not callable(EnvCls):
@@ -95,17 +99,17 @@ class BaseSampler:
         """Env steps per batch (``batch_T * batch_B``)."""
         return self.batch_spec.size
 
-    def make_env(self, eval: bool = False) -> Any:
+    def make_env(self, eval: bool = False) -> Env:
         """Build one training (or evaluation) env."""
         return self.EnvCls(**(self.eval_env_kwargs if eval else self.env_kwargs))
 
-    def initialize(self, *args: Any, **kwargs: Any) -> Any:
+    def initialize(self, *args: Any, **kwargs: Any) -> Examples:
         raise NotImplementedError
 
-    def obtain_samples(self, itr: int) -> tuple[Any, list]:
+    def obtain_samples(self, itr: int) -> tuple[Samples, list[TrajInfo]]:
         raise NotImplementedError
 
-    def evaluate_agent(self, itr: int) -> list:
+    def evaluate_agent(self, itr: int) -> list[TrajInfo]:
         raise NotImplementedError
 
     def shutdown(self) -> None:

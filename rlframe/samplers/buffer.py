@@ -1,7 +1,7 @@
 """Allocation of the ``[T, B]`` sample buffers that collectors write in place."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -11,11 +11,16 @@ from rlframe.samplers.collections import (AgentSamples, AgentSamplesBsv, BatchSp
                                           EnvSamples, Samples)
 from rlframe.utils.buffer import buffer_from_example, numpify_buffer, torchify_buffer
 
+if TYPE_CHECKING:
+    from rlframe.agents.base import BaseAgent
+    from rlframe.envs.base import Env
+    from rlframe.samplers.collections import Examples
 
-def build_samples_buffer(agent: Any, env: Any, batch_spec: BatchSpec,
+
+def build_samples_buffer(agent: BaseAgent, env: Env, batch_spec: BatchSpec,
                          bootstrap_value: bool = False, agent_shared: bool = True,
                          env_shared: bool = True, subprocess: bool = True,
-                         examples: dict | None = None) -> tuple[Samples, Samples, dict]:
+                         examples: Examples | None = None) -> tuple[Samples, Samples, Examples]:
     """Allocate the sample buffer for ``batch_spec`` from one example step.
 
     Args:
@@ -61,8 +66,8 @@ def build_samples_buffer(agent: Any, env: Any, batch_spec: BatchSpec,
 
 
 @torch.no_grad()
-def get_example_outputs(agent: Any, env: Any, examples: dict | None = None,
-                        subprocess: bool = False) -> dict:
+def get_example_outputs(agent: BaseAgent, env: Env, examples: Examples | None = None,
+                        subprocess: bool = False) -> Examples:
     """One reset and one random step of ``env`` and one ``agent.step``.
 
     Returns:

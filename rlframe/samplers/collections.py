@@ -2,16 +2,43 @@
 from __future__ import annotations
 
 from collections import namedtuple
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from rlframe.utils.collections import AttrDict, namedarraytuple
 
-Samples = namedarraytuple("Samples", ["agent", "env"])
-AgentSamples = namedarraytuple("AgentSamples", ["action", "prev_action", "agent_info"])
-AgentSamplesBsv = namedarraytuple("AgentSamplesBsv",
-                                  ["action", "prev_action", "agent_info", "bootstrap_value"])
-EnvSamples = namedarraytuple("EnvSamples",
-                             ["observation", "reward", "prev_reward", "done", "env_info"])
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import numpy as np
+
+    from rlframe.utils.collections import NamedArrayTuple
+
+    # Type checkers see every namedarraytuple type as NamedArrayTuple (see
+    # rlframe.utils.collections); the classes are built in the else branch.
+    Samples: TypeAlias = NamedArrayTuple
+    AgentSamples: TypeAlias = NamedArrayTuple
+    AgentSamplesBsv: TypeAlias = NamedArrayTuple
+    EnvSamples: TypeAlias = NamedArrayTuple
+else:
+    Samples = namedarraytuple("Samples", ["agent", "env"])
+    AgentSamples = namedarraytuple("AgentSamples", ["action", "prev_action", "agent_info"])
+    AgentSamplesBsv = namedarraytuple("AgentSamplesBsv",
+                                      ["action", "prev_action", "agent_info", "bootstrap_value"])
+    EnvSamples = namedarraytuple("EnvSamples",
+                                 ["observation", "reward", "prev_reward", "done", "env_info"])
+
+
+class Examples(TypedDict, total=False):
+    """One step of every sampled field, unbatched: what the sampler's ``[T, B]``
+    buffers and an algorithm's replay are allocated from. ``get_example_outputs``
+    fills every key."""
+
+    observation: Any  # A value of the observation space (arrays, or a namedarraytuple).
+    reward: np.ndarray  # float32, shape ().
+    done: np.ndarray  # bool, shape ().
+    env_info: Any  # The env's info namedtuple (its fields are the env's own).
+    action: Any  # A value of the action space, as numpy.
+    agent_info: NamedArrayTuple  # The agent's step info, as numpy.
 
 
 class BatchSpec(namedtuple("BatchSpec", "T B")):
@@ -50,8 +77,8 @@ class TrajInfo(AttrDict):
         self._discount = discount
         self._cur_discount = 1
 
-    def step(self, observation: Any, action: Any, reward: Any, done: Any,
-             agent_info: Any, env_info: Any) -> None:
+    def step(self, observation: Any, action: Any, reward: float, done: bool,
+             agent_info: NamedArrayTuple | None, env_info: Any) -> None:
         """Account for one environment step."""
         # Item access, not attributes: this runs once per env step.
         reward = float(reward)

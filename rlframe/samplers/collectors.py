@@ -1,13 +1,22 @@
 """Collector base classes: how envs and the agent fill one [T, B] batch."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from rlframe.agents.base import AgentInputs
 from rlframe.utils.buffer import buffer_from_example
 from rlframe.utils.logging import logger
+
+if TYPE_CHECKING:
+    from multiprocessing.queues import Queue
+
+    from rlframe.agents.base import BaseAgent
+    from rlframe.envs.base import Env
+    from rlframe.samplers.collections import Samples, TrajInfo
+    from rlframe.samplers.parallel.gpu.sampler import StepBuffer
+    from rlframe.utils.collections import AttrDict, NamedArrayTuple
 
 
 class BaseCollector:
@@ -29,9 +38,10 @@ class BaseCollector:
 
     mid_batch_reset: bool = True
 
-    def __init__(self, rank: int, envs: Sequence[Any], samples_np: Any, batch_T: int,
-                 TrajInfoCls: type, agent: Any = None, sync: Any = None,
-                 step_buffer_np: Any = None, global_B: int = 1, env_ranks: Any = None,
+    def __init__(self, rank: int, envs: Sequence[Env], samples_np: Samples, batch_T: int,
+                 TrajInfoCls: type[TrajInfo], agent: BaseAgent | None = None,
+                 sync: AttrDict | None = None, step_buffer_np: StepBuffer | None = None,
+                 global_B: int = 1, env_ranks: Sequence[int] | None = None,
                  traj_info_kwargs: dict | None = None):
         self.rank = rank
         self.envs = envs
@@ -45,7 +55,7 @@ class BaseCollector:
         self.env_ranks = env_ranks
         self.traj_info_kwargs = dict(traj_info_kwargs or {})
 
-    def start_envs(self, max_decorrelation_steps: int = 0) -> tuple[AgentInputs, list]:
+    def start_envs(self, max_decorrelation_steps: int = 0) -> tuple[AgentInputs, list[TrajInfo]]:
         """Reset envs; returns ``(AgentInputs [B], traj_infos)``."""
         raise NotImplementedError
 
@@ -56,8 +66,8 @@ class BaseCollector:
             self.agent.reset()
             self.agent.sample_mode(itr=0)
 
-    def collect_batch(self, agent_inputs: AgentInputs, traj_infos: list,
-                      itr: int) -> tuple[AgentInputs, list, list]:
+    def collect_batch(self, agent_inputs: AgentInputs, traj_infos: list[TrajInfo],
+                      itr: int) -> tuple[AgentInputs, list[TrajInfo], list[TrajInfo]]:
         """Fill the batch; returns ``(agent_inputs, traj_infos, completed_infos)``."""
         raise NotImplementedError
 
@@ -80,9 +90,10 @@ class BaseEvalCollector:
         traj_info_kwargs: keyword arguments of every TrajInfo (e.g. ``discount``).
     """
 
-    def __init__(self, rank: int, envs: Sequence[Any], TrajInfoCls: type,
-                 traj_infos_queue: Any, max_T: int, agent: Any = None, sync: Any = None,
-                 step_buffer_np: Any = None, traj_info_kwargs: dict | None = None):
+    def __init__(self, rank: int, envs: Sequence[Env], TrajInfoCls: type[TrajInfo],
+                 traj_infos_queue: Queue, max_T: int, agent: BaseAgent | None = None,
+                 sync: AttrDict | None = None, step_buffer_np: StepBuffer | None = None,
+                 traj_info_kwargs: dict | None = None):
         self.rank = rank
         self.envs = envs
         self.TrajInfoCls = TrajInfoCls
@@ -93,11 +104,11 @@ class BaseEvalCollector:
         self.step_buffer_np = step_buffer_np
         self.traj_info_kwargs = dict(traj_info_kwargs or {})
 
-    def collect_evaluation(self, itr: int) -> Any:
+    def collect_evaluation(self, itr: int) -> None:
         raise NotImplementedError
 
 
-def reset_envs(envs: Sequence[Any]) -> tuple[Any, np.ndarray, np.ndarray]:
+def reset_envs(envs: Sequence[Env]) -> tuple[Any, np.ndarray, np.ndarray]:
     """Reset every env; returns ``(observation [B], null prev_action [B], zero prev_reward [B])``."""
     observations = [env.reset() for env in envs]
     observation = buffer_from_example(observations[0], len(envs))
@@ -117,7 +128,7 @@ class DecorrelatingStartCollector(BaseCollector):
     Without this, all B envs of a batch start episodes in lockstep.
     """
 
-    def start_envs(self, max_decorrelation_steps: int = 0) -> tuple[AgentInputs, list]:
+    def start_envs(self, max_decorrelation_steps: int = 0) -> tuple[AgentInputs, list[TrajInfo]]:
         traj_infos = [self.TrajInfoCls(**self.traj_info_kwargs) for _ in range(len(self.envs))]
         observation, prev_action, prev_reward = reset_envs(self.envs)
         if self.rank == 0:
@@ -143,9 +154,10 @@ class DecorrelatingStartCollector(BaseCollector):
 
 
 
-def step_eval_envs(envs: Sequence[Any], agent: Any, TrajInfoCls: type, traj_infos: list,
-                   observation: Any, action: np.ndarray, reward: np.ndarray,
-                   agent_info: Any, traj_info_kwargs: dict | None = None) -> list:
+def step_eval_envs(envs: Sequence[Env], agent: BaseAgent, TrajInfoCls: type[TrajInfo],
+                   traj_infos: list[TrajInfo], observation: Any, action: np.ndarray,
+                   reward: np.ndarray, agent_info: NamedArrayTuple,
+                   traj_info_kwargs: dict | None = None) -> list[TrajInfo]:
     """Step every evaluation env once with ``action`` [B], updating inputs in place.
 
     Envs whose trajectory ended are reset (with a new ``TrajInfoCls(**traj_info_kwargs)``);

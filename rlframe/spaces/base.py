@@ -17,6 +17,16 @@ class Space:
     _rng: np.random.Generator | None = None
 
     @property
+    def is_composite(self) -> bool:
+        """Whether values are namedtuples of sub-values (a Dict space), not one array."""
+        return False
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Field names of a composite space's values (empty otherwise)."""
+        return ()
+
+    @property
     def rng(self) -> np.random.Generator:
         """The generator behind :meth:`sample`."""
         if self._rng is None:

@@ -46,6 +46,11 @@ class Composite(Space):
         return self._NamedTupleCls(*(s.shape for s in self._spaces))
 
     @property
+    def is_composite(self) -> bool:
+        """Always True: values are namedtuples."""
+        return True
+
+    @property
     def names(self) -> tuple[str, ...]:
         """Field names."""
         return self._NamedTupleCls._fields

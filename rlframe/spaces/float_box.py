@@ -1,12 +1,15 @@
 """Real-valued box with per-element bounds."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from rlframe.spaces.base import Space
 from rlframe.spaces.int_box import _as_shape
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 
 class FloatBox(Space):
@@ -20,8 +23,9 @@ class FloatBox(Space):
         dtype: a floating numpy dtype.
     """
 
-    def __init__(self, low: Any, high: Any, shape: int | Sequence[int] | None = None,
-                 null_value: float | None = 0., dtype: Any = "float32") -> None:
+    def __init__(self, low: npt.ArrayLike, high: npt.ArrayLike,
+                 shape: int | Sequence[int] | None = None, null_value: float | None = 0.,
+                 dtype: npt.DTypeLike = "float32") -> None:
         self.dtype: np.dtype = np.dtype(dtype)
         if not np.issubdtype(self.dtype, np.floating):
             raise ValueError(f"FloatBox: dtype must be a floating type, got dtype={dtype!r}.")

@@ -24,7 +24,7 @@ SUPPORTED_SPACES = (gym_spaces.Box, gym_spaces.Discrete, gym_spaces.MultiBinary,
 
 @functools.lru_cache(maxsize=4096)
 @functools.lru_cache(maxsize=4096)
-def to_identifier(key: Any) -> str:
+def to_identifier(key: object) -> str:
     """A namedtuple field name for a dict key: ``"ale.lives"`` -> ``"ale_lives"``.
 
     Characters outside ``[0-9a-zA-Z_]`` become ``_``; a name that does not start
@@ -88,6 +88,11 @@ class GymSpaceWrapper(Space):
     def is_composite(self) -> bool:
         """True when wrapping a ``Dict`` space."""
         return isinstance(self.space, Composite)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Field names of a ``Dict`` space's values (empty for other spaces)."""
+        return self.space.names if isinstance(self.space, Composite) else ()
 
     def sample(self) -> Any:
         """A random value: ``[*shape]`` array, or a namedarraytuple for ``Dict``."""

@@ -1,11 +1,14 @@
 """Integer-valued box: every element lies in ``range(low, high)``."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from rlframe.spaces.base import Space
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 
 class IntBox(Space):
@@ -20,7 +23,7 @@ class IntBox(Space):
     """
 
     def __init__(self, low: int, high: int, shape: int | Sequence[int] | None = None,
-                 dtype: Any = "int32", null_value: int | None = None) -> None:
+                 dtype: npt.DTypeLike = "int32", null_value: int | None = None) -> None:
         if not (np.isscalar(low) and np.isscalar(high)):
             raise ValueError(f"IntBox: low and high must be scalars, got low={low!r}, high={high!r}.")
         if high <= low:

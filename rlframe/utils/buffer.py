@@ -7,13 +7,26 @@ from __future__ import annotations
 
 import ctypes
 import multiprocessing as mp
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 import torch
 
 from rlframe.utils.collections import (is_namedarraytuple, is_namedtuple,
                                        namedarraytuple_like)
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import numpy.typing as npt
+
+    from rlframe.utils.collections import NamedArrayTuple
+
+    TensorTree: TypeAlias = "torch.Tensor | NamedArrayTuple"
+    """A tensor, or a (nested) namedarraytuple of tensors: e.g. an observation of a
+    ``Dict`` space, or an LSTM state ``(h, c)``. For type checkers only."""
+    ArrayTree: TypeAlias = "np.ndarray | NamedArrayTuple"
+    """The numpy counterpart of :data:`TensorTree` (e.g. a replay's stored fields)."""
 
 
 def _rebuild(struct: Any, values: list) -> Any:
@@ -94,7 +107,7 @@ class SharedNdarray(np.ndarray):
                 (raw, self.dtype.str, self.shape, self.strides, offset))
 
 
-def np_mp_array(shape: int | Sequence[int], dtype: Any) -> np.ndarray:
+def np_mp_array(shape: int | Sequence[int], dtype: npt.DTypeLike) -> np.ndarray:
     """Zeroed numpy array backed by ``multiprocessing.RawArray`` shared memory.
 
     The memory is anonymous and freed with the last process that maps it:
@@ -133,7 +146,7 @@ def numpify_buffer(buffer_: Any) -> Any:
     return buffer_
 
 
-def buffer_to(buffer_: Any, device: Any = None) -> Any:
+def buffer_to(buffer_: Any, device: torch.device | str | int | None = None) -> Any:
     """Move every tensor to ``device`` (numpy arrays raise TypeError)."""
     if buffer_ is None:
         return None

@@ -4,13 +4,70 @@ A ``namedarraytuple`` is a namedtuple whose ``[]`` applies to every field:
 ``samples[t, b]`` returns the same structure holding ``field[t, b]`` for each
 field, and ``samples[t] = other`` writes field by field. This is how every
 ``[T, B, ...]`` buffer in rlframe is read and written.
+
+Static types: classes made by :func:`namedarraytuple` exist only at run time,
+so a type checker cannot use their names in annotations. Every module that
+defines a fixed namedarraytuple type therefore names it for type checkers as
+an alias of :class:`NamedArrayTuple` (the interface all of them share) and
+builds the class in the ``else:`` branch::
+
+    if TYPE_CHECKING:
+        AgentStep: TypeAlias = NamedArrayTuple
+    else:
+        AgentStep = namedarraytuple("AgentStep", ["action", "agent_info"])
+
+The run-time class is exactly what it was. An annotation such as
+``-> AgentStep`` tells a reader which structure (its fields are listed right
+there), and a type checker that the value is a namedarraytuple: indexing
+returns the same type, fields read as ``Any``. All these names are one type
+to the checker, so an algorithm may narrow a hook's ``SamplesFromReplay |
+SequenceSamplesFromReplay`` argument to the one its replay makes.
 """
 from __future__ import annotations
 
 import inspect
 import sys
 from collections import OrderedDict, namedtuple
-from typing import Any, Iterable, Iterator, Sequence
+from typing import (TYPE_CHECKING, Any, Iterable, Iterator, Literal, NamedTuple, Sequence,
+                    TypeGuard, overload)
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+    class NamedArrayTuple(tuple[Any, ...]):
+        """Static interface of every namedarraytuple (type checkers only; not at run time).
+
+        Indexing applies to every field and returns the same type; fields are
+        read as attributes. Fixed namedarraytuple types are aliases of it for
+        type checkers (see the module docstring).
+        """
+
+        _fields: tuple[str, ...]
+
+        def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+            raise NotImplementedError
+
+        def __getattr__(self, name: str) -> Any:
+            raise NotImplementedError
+
+        def __getitem__(self, loc: Any) -> Self:  # type: ignore[override]
+            raise NotImplementedError
+
+        def __setitem__(self, loc: Any, value: Any) -> None:
+            raise NotImplementedError
+
+        def get(self, index: int) -> Any:
+            raise NotImplementedError
+
+        def items(self) -> Iterator[tuple[str, Any]]:
+            raise NotImplementedError
+
+        def _replace(self, **kwargs: Any) -> Self:
+            raise NotImplementedError
+
+        def _asdict(self) -> dict[str, Any]:
+            raise NotImplementedError
+
 
 RESERVED_NAMES = ("get", "items")
 _tuple_new = tuple.__new__
@@ -63,9 +120,18 @@ def namedtuple_cls(typename: str, field_names: Sequence[str] | str,
     return cls
 
 
+@overload
+def namedarraytuple(typename: str, field_names: Sequence[str] | str,
+                    return_namedtuple_cls: Literal[False] = False, classname_suffix: bool = False,
+                    module: str | None = None) -> type[NamedArrayTuple]: ...
+@overload
+def namedarraytuple(typename: str, field_names: Sequence[str] | str,
+                    return_namedtuple_cls: Literal[True], classname_suffix: bool = False,
+                    module: str | None = None) -> tuple[type[NamedArrayTuple], type]: ...
 def namedarraytuple(typename: str, field_names: Sequence[str] | str,
                     return_namedtuple_cls: bool = False, classname_suffix: bool = False,
-                    module: str | None = None) -> type | tuple[type, type]:
+                    module: str | None = None
+                    ) -> type[NamedArrayTuple] | tuple[type[NamedArrayTuple], type]:
     """Make a namedtuple subclass whose indexing applies to every field.
 
     Args:
@@ -161,28 +227,29 @@ def namedarraytuple(typename: str, field_names: Sequence[str] | str,
     return (cls, NtCls) if return_namedtuple_cls else cls
 
 
-def is_namedtuple_class(obj: Any) -> bool:
+def is_namedtuple_class(obj: object) -> bool:
     """True for a class derived from a namedtuple (and tuple)."""
     return (inspect.isclass(obj) and issubclass(obj, tuple)
             and hasattr(obj, "_fields") and hasattr(obj, "_asdict"))
 
 
-def is_namedarraytuple_class(obj: Any) -> bool:
+def is_namedarraytuple_class(obj: object) -> TypeGuard[type[NamedArrayTuple]]:
     """True for a class made by :func:`namedarraytuple`."""
     return is_namedtuple_class(obj) and getattr(obj, "_is_namedarraytuple", False)
 
 
-def is_namedtuple(obj: Any) -> bool:
+def is_namedtuple(obj: object) -> bool:
     """True for a namedtuple instance (namedarraytuples included)."""
     return is_namedtuple_class(type(obj))
 
 
-def is_namedarraytuple(obj: Any) -> bool:
+def is_namedarraytuple(obj: object) -> TypeGuard[NamedArrayTuple]:
     """True for a namedarraytuple instance."""
     return is_namedarraytuple_class(type(obj))
 
 
-def namedarraytuple_like(namedtuple_or_class: Any, classname_suffix: bool = False) -> type:
+def namedarraytuple_like(namedtuple_or_class: tuple | type,
+                         classname_suffix: bool = False) -> type[NamedArrayTuple]:
     """The namedarraytuple class with the same name and fields as the argument."""
     cls = namedtuple_or_class if inspect.isclass(namedtuple_or_class) else type(namedtuple_or_class)
     if is_namedarraytuple_class(cls):
@@ -241,7 +308,7 @@ def namedtuple_to_dict(nt: Any) -> Any:
     return nt
 
 
-def iter_fields(nt: Any) -> Iterator[tuple[str, Any]]:
+def iter_fields(nt: NamedTuple | NamedArrayTuple) -> Iterator[tuple[str, Any]]:
     """Yield ``(name, value)`` pairs of a namedtuple."""
     return zip(nt._fields, nt)
 

@@ -1,10 +1,13 @@
 """Small helpers: minibatch index iteration, typed zeros, sequence extraction."""
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
 import torch
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 
 def iterate_mb_idxs(data_length: int, minibatch_size: int,
@@ -21,21 +24,24 @@ def iterate_mb_idxs(data_length: int, minibatch_size: int,
         yield indexes[batch] if shuffle else batch
 
 
-def zeros(shape: Any, dtype: Any) -> Any:
+def zeros(shape: int | Sequence[int],
+          dtype: npt.DTypeLike | torch.dtype) -> np.ndarray | torch.Tensor:
     """Zeros as a torch tensor for a torch dtype, else a numpy array."""
     if isinstance(dtype, torch.dtype):
         return torch.zeros(shape, dtype=dtype)
     return np.zeros(shape, dtype=dtype)
 
 
-def empty(shape: Any, dtype: Any) -> Any:
+def empty(shape: int | Sequence[int],
+          dtype: npt.DTypeLike | torch.dtype) -> np.ndarray | torch.Tensor:
     """Uninitialised tensor (torch dtype) or array (numpy dtype)."""
     if isinstance(dtype, torch.dtype):
         return torch.empty(shape, dtype=dtype)
     return np.empty(shape, dtype=dtype)
 
 
-def extract_sequences(array_or_tensor: Any, T_idxs: Any, B_idxs: Any, T: int) -> Any:
+def extract_sequences(array_or_tensor: Any, T_idxs: npt.ArrayLike, B_idxs: npt.ArrayLike,
+                      T: int) -> Any:
     """Gather ``[T, len(B_idxs)]`` sequences starting at ``T_idxs``, wrapping in time.
 
     Args:

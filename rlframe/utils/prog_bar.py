@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
-
 from tqdm import tqdm
 
 from rlframe.utils.logging import logger
@@ -40,7 +38,7 @@ class ProgBarCounter:
     def __init__(self, total_count: int) -> None:
         self.total_count: int = max(int(total_count), 0)
         self.cur_count: int = 0
-        self._bar: Any = None
+        self._bar: tqdm | None = None
         if self.total_count > 0 and _bar_enabled():
             self._bar = tqdm(total=self.total_count, file=sys.stdout, leave=False,
                              dynamic_ncols=True)

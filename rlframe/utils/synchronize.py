@@ -5,7 +5,11 @@ import multiprocessing as mp
 import operator
 import queue
 import socket
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import multiprocessing.queues
+    from multiprocessing.context import BaseContext
 
 FIRST_PORT = 29500
 PORT_STRIDE = 100
@@ -27,7 +31,7 @@ class RWLock:
         write_lock: the underlying lock held by a writer (or by the readers as a group).
     """
 
-    def __init__(self, ctx: Any = None) -> None:
+    def __init__(self, ctx: BaseContext | None = None) -> None:
         ctx = mp.get_context() if ctx is None else ctx
         self.write_lock = ctx.Lock()
         self._count_lock = ctx.Lock()
@@ -61,11 +65,12 @@ class RWLock:
         self.acquire_read()
         return self
 
-    def __exit__(self, *exc_info: Any) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.release_read()
 
 
-def drain_queue(queue_obj: Any, n_sentinel: int = 0, guard_sentinel: bool = False) -> list:
+def drain_queue(queue_obj: queue.Queue | multiprocessing.queues.Queue, n_sentinel: int = 0,
+                guard_sentinel: bool = False) -> list:
     """Take everything currently in a queue; ``None`` items act as sentinels.
 
     Args:

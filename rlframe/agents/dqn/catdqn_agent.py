@@ -1,7 +1,7 @@
 """Distributional (C51) Q-learning agent."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import torch
 
@@ -11,8 +11,19 @@ from rlframe.distributions.epsilon_greedy import CategoricalEpsilonGreedy
 from rlframe.models.dqn.mlp_models import CatDqnMlpModel
 from rlframe.utils.collections import namedarraytuple
 
-AgentInfo = namedarraytuple("AgentInfo", ["p"])
-"""``p``: [*lead, A, n_atoms] return-distribution probabilities."""
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from rlframe.envs.base import EnvSpaces
+    from rlframe.utils.buffer import TensorTree
+    from rlframe.utils.collections import NamedArrayTuple
+
+    # Type checkers see every namedarraytuple type as NamedArrayTuple (see
+    # rlframe.utils.collections); the classes are built in the else branch.
+    AgentInfo: TypeAlias = NamedArrayTuple
+else:
+    AgentInfo = namedarraytuple("AgentInfo", ["p"])
+    """``p``: [*lead, A, n_atoms] return-distribution probabilities."""
 
 
 class CatDqnAgent(DqnAgent):
@@ -28,6 +39,8 @@ class CatDqnAgent(DqnAgent):
         ModelCls, model_kwargs, initial_model_state_dict, eps_*: see
             :class:`~rlframe.agents.dqn.dqn_agent.DqnAgent`.
     """
+
+    distribution: CategoricalEpsilonGreedy
 
     def __init__(self, n_atoms: int = 51, ModelCls: type | None = CatDqnMlpModel,
                  model_kwargs: dict | None = None, initial_model_state_dict: dict | None = None,
@@ -49,7 +62,7 @@ class CatDqnAgent(DqnAgent):
         self.V_min: float | None = None
         self.V_max: float | None = None
 
-    def initialize(self, env_spaces: Any, share_memory: bool = False, global_B: int = 1,
+    def initialize(self, env_spaces: EnvSpaces, share_memory: bool = False, global_B: int = 1,
                    env_ranks: Sequence[int] | None = None) -> None:
         super().initialize(env_spaces, share_memory, global_B=global_B, env_ranks=env_ranks)
         # The greedy action is the same for any increasing affine support (the
@@ -69,7 +82,8 @@ class CatDqnAgent(DqnAgent):
             self.distribution.set_z(torch.linspace(self.V_min, self.V_max, self.n_atoms))
 
     @torch.no_grad()
-    def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> AgentStep:
+    def step(self, observation: TensorTree, prev_action: torch.Tensor,
+             prev_reward: torch.Tensor) -> AgentStep:
         """Epsilon-greedy actions [*lead] (int64) with ``AgentInfo(p)``, on CPU."""
         p = self.model(*self._model_inputs(observation, prev_action, prev_reward)).cpu()
         action = self.distribution.sample(p)

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
 
-from rlframe.agents.base import AgentStep, BaseAgent
+from rlframe.agents.base import AgentStep, BaseAgent, check_output_size
 from rlframe.agents.dqn.epsilon_greedy import EpsilonGreedyAgentMixin
 from rlframe.distributions.epsilon_greedy import EpsilonGreedy
 from rlframe.models.dqn.mlp_models import DqnMlpModel
@@ -14,11 +14,22 @@ from rlframe.models.utils import strip_ddp_state_dict, update_state_dict
 from rlframe.utils.buffer import buffer_to
 from rlframe.utils.collections import namedarraytuple
 
-AgentInfo = namedarraytuple("AgentInfo", ["q"])
-"""``q``: [*lead, A] Q-values of the observation the action was chosen for."""
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from rlframe.envs.base import EnvSpaces
+    from rlframe.utils.buffer import TensorTree
+    from rlframe.utils.collections import NamedArrayTuple
+
+    # Type checkers see every namedarraytuple type as NamedArrayTuple (see
+    # rlframe.utils.collections); the classes are built in the else branch.
+    AgentInfo: TypeAlias = NamedArrayTuple
+else:
+    AgentInfo = namedarraytuple("AgentInfo", ["q"])
+    """``q``: [*lead, A] Q-values of the observation the action was chosen for."""
 
 
-def check_discrete_actions(agent: Any, env_spaces: Any) -> None:
+def check_discrete_actions(agent: BaseAgent, env_spaces: EnvSpaces) -> None:
     """Raise TypeError unless ``env_spaces.action`` is discrete (has ``n``, no shape)."""
     action_space = env_spaces.action
     n = getattr(action_space, "n", None)
@@ -49,6 +60,8 @@ class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
             the epsilon schedule, see :class:`EpsilonGreedyAgentMixin`.
     """
 
+    distribution: EpsilonGreedy
+
     def __init__(self, ModelCls: type | None = DqnMlpModel, model_kwargs: dict | None = None,
                  initial_model_state_dict: dict | None = None, eps_init: float = 1,
                  eps_final: float = 0.01, eps_final_min: float | None = None,
@@ -59,14 +72,22 @@ class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
                          initial_model_state_dict=initial_model_state_dict)
         self.target_model: torch.nn.Module | None = None
 
-    def check_env_spaces(self, env_spaces: Any) -> None:
+    def check_env_spaces(self, env_spaces: EnvSpaces) -> None:
+        super().check_env_spaces(env_spaces)
         check_discrete_actions(self, env_spaces)
 
-    def make_env_to_model_kwargs(self, env_spaces: Any) -> dict:
+    def check_model_outputs(self, outputs: Any, env_spaces: EnvSpaces) -> None:
+        """The model must return Q-values ``[1, A]`` (or ``[1, A, n_atoms]``
+        probabilities) for one observation, first of its outputs if several."""
+        q = outputs[0] if isinstance(outputs, (tuple, list)) else outputs
+        check_output_size(self, q, env_spaces.action.n, "Q-values",
+                          "q [*lead, A] (or [*lead, A, n_atoms], then the RNN state if any)")
+
+    def make_env_to_model_kwargs(self, env_spaces: EnvSpaces) -> dict:
         return dict(observation_shape=env_spaces.observation.shape,
                     action_size=env_spaces.action.n)
 
-    def initialize(self, env_spaces: Any, share_memory: bool = False, global_B: int = 1,
+    def initialize(self, env_spaces: EnvSpaces, share_memory: bool = False, global_B: int = 1,
                    env_ranks: Sequence[int] | None = None) -> None:
         """Build the model, the target model and the epsilon-greedy distribution."""
         initial = self.initial_model_state_dict
@@ -87,26 +108,30 @@ class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
         if self.target_model is not None:
             self.target_model.to(self.device)
 
-    def _model_inputs(self, observation: Any, prev_action: Any, prev_reward: Any) -> tuple:
+    def _model_inputs(self, observation: TensorTree, prev_action: torch.Tensor,
+                      prev_reward: torch.Tensor) -> tuple:
         inputs = (observation, self.distribution.to_onehot(prev_action), prev_reward)
         if self.device.type == "cpu":  # Inputs are CPU tensors already: nothing to move.
             return inputs
         return buffer_to(inputs, device=self.device)
 
-    def __call__(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor:
+    def __call__(self, observation: TensorTree, prev_action: torch.Tensor,
+                 prev_reward: torch.Tensor) -> torch.Tensor:
         """Q-values [*lead, A] of the online model, with grad, on CPU."""
         q = self.model(*self._model_inputs(observation, prev_action, prev_reward))
         return q.cpu()
 
     @torch.no_grad()
-    def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> AgentStep:
+    def step(self, observation: TensorTree, prev_action: torch.Tensor,
+             prev_reward: torch.Tensor) -> AgentStep:
         """Epsilon-greedy actions [*lead] (int64) with ``AgentInfo(q)``, on CPU."""
         q = self.model(*self._model_inputs(observation, prev_action, prev_reward)).cpu()
         action = self.distribution.sample(q)
         return AgentStep(action=action, agent_info=AgentInfo(q=q))
 
     @torch.no_grad()
-    def target(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor:
+    def target(self, observation: TensorTree, prev_action: torch.Tensor,
+               prev_reward: torch.Tensor) -> torch.Tensor:
         """Q-values [*lead, A] of the target model (no grad), on CPU."""
         q = self.target_model(*self._model_inputs(observation, prev_action, prev_reward))
         return q.cpu()

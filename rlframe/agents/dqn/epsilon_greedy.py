@@ -1,13 +1,16 @@
 """Epsilon schedule for Q-learning agents: linear decay, optional vector epsilon per env."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import torch
 
 from rlframe.utils.buffer import np_mp_array
 from rlframe.utils.logging import logger
+
+if TYPE_CHECKING:
+    from rlframe.envs.base import EnvSpaces
 
 
 class EpsilonGreedyAgentMixin:
@@ -70,7 +73,7 @@ class EpsilonGreedyAgentMixin:
         """Set the decay's start and end iterations (seen by all sampler workers)."""
         self._eps_itr_min_max[:] = (int(eps_itr_min), int(eps_itr_max))
 
-    def initialize(self, env_spaces: Any, share_memory: bool = False, global_B: int = 1,
+    def initialize(self, env_spaces: EnvSpaces, share_memory: bool = False, global_B: int = 1,
                    env_ranks: Sequence[int] | None = None) -> None:
         super().initialize(env_spaces, share_memory)
         self.make_vec_eps(global_B, env_ranks)

@@ -1,7 +1,7 @@
 """Recurrent Q-learning agent for R2D1."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -13,9 +13,19 @@ from rlframe.models.dqn.mlp_models import R2d1MlpModel
 from rlframe.utils.buffer import buffer_to
 from rlframe.utils.collections import namedarraytuple
 
-AgentInfo = namedarraytuple("AgentInfo", ["q", "prev_rnn_state"])
-"""``q``: [*lead, A] Q-values; ``prev_rnn_state``: the state the step started
-from, batch-first ([B, N, H] per field), zeros at episode starts."""
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from rlframe.utils.buffer import TensorTree
+    from rlframe.utils.collections import NamedArrayTuple
+
+    # Type checkers see every namedarraytuple type as NamedArrayTuple (see
+    # rlframe.utils.collections); the classes are built in the else branch.
+    AgentInfo: TypeAlias = NamedArrayTuple
+else:
+    AgentInfo = namedarraytuple("AgentInfo", ["q", "prev_rnn_state"])
+    """``q``: [*lead, A] Q-values; ``prev_rnn_state``: the state the step started
+    from, batch-first ([B, N, H] per field), zeros at episode starts."""
 
 
 class R2d1AgentBase(DqnAgent):
@@ -38,8 +48,9 @@ class R2d1AgentBase(DqnAgent):
                          eps_final=eps_final, eps_final_min=eps_final_min,
                          eps_itr_min=eps_itr_min, eps_itr_max=eps_itr_max, eps_eval=eps_eval)
 
-    def __call__(self, observation: Any, prev_action: Any, prev_reward: Any,
-                 init_rnn_state: Any) -> tuple[torch.Tensor, Any]:
+    def __call__(self, observation: TensorTree, prev_action: torch.Tensor,
+                 prev_reward: torch.Tensor, init_rnn_state: TensorTree | None
+                 ) -> tuple[torch.Tensor, TensorTree]:
         """Online Q-values over [T, B] sequences, with grad.
 
         Returns:
@@ -51,8 +62,9 @@ class R2d1AgentBase(DqnAgent):
         return q.cpu(), rnn_state
 
     @torch.no_grad()
-    def target(self, observation: Any, prev_action: Any, prev_reward: Any,
-               init_rnn_state: Any) -> tuple[torch.Tensor, Any]:
+    def target(self, observation: TensorTree, prev_action: torch.Tensor,
+               prev_reward: torch.Tensor, init_rnn_state: TensorTree | None
+               ) -> tuple[torch.Tensor, TensorTree]:
         """Target-model Q-values over [T, B] sequences (no grad); returns ``(q, rnn_state)``."""
         model_inputs = self._model_inputs(observation, prev_action, prev_reward)
         init_rnn_state = buffer_to(init_rnn_state, device=self.device)
@@ -60,7 +72,8 @@ class R2d1AgentBase(DqnAgent):
         return q.cpu(), rnn_state
 
     @torch.no_grad()
-    def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> AgentStep:
+    def step(self, observation: TensorTree, prev_action: torch.Tensor,
+             prev_reward: torch.Tensor) -> AgentStep:
         """One step from the kept RNN state, which then advances.
 
         Returns:

@@ -1,18 +1,21 @@
 """Categorical policy-gradient agents with convolutional models for image observations."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlframe.agents.pg.categorical import (AlternatingRecurrentCategoricalPgAgent,
                                            CategoricalPgAgent, RecurrentCategoricalPgAgent)
 from rlframe.models.pg.atari_ff_model import AtariFfModel
 from rlframe.models.pg.atari_lstm_model import AtariLstmModel
 
+if TYPE_CHECKING:
+    from rlframe.envs.base import EnvSpaces
+
 
 class AtariMixin:
     """Model kwargs for [C, H, W] image observations and discrete actions."""
 
-    def make_env_to_model_kwargs(self, env_spaces: Any) -> dict:
+    def make_env_to_model_kwargs(self, env_spaces: EnvSpaces) -> dict:
         return dict(image_shape=env_spaces.observation.shape,
                     output_size=env_spaces.action.n)
 

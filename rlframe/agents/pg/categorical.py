@@ -1,20 +1,24 @@
 """Policy-gradient agents for discrete actions (Categorical policy + value)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
 
 from rlframe.agents.base import (AgentStep, AlternatingRecurrentAgentMixin, BaseAgent,
-                                 RecurrentAgentMixin, rnn_state_batch_first,
-                                 zeros_like_rnn_state)
+                                 RecurrentAgentMixin, check_output_size,
+                                 rnn_state_batch_first, zeros_like_rnn_state)
 from rlframe.agents.pg.base import AgentInfo, AgentInfoRnn
 from rlframe.distributions.categorical import Categorical, DistInfo
 from rlframe.models.pg.mlp_models import CategoricalPgLstmModel, CategoricalPgMlpModel
 from rlframe.utils.buffer import buffer_to
 
+if TYPE_CHECKING:
+    from rlframe.envs.base import EnvSpaces
+    from rlframe.utils.buffer import TensorTree
 
-def check_discrete_action_space(agent: Any, env_spaces: Any) -> None:
+
+def check_discrete_action_space(agent: BaseAgent, env_spaces: EnvSpaces) -> None:
     """Raise TypeError unless the action space is discrete (has ``n``, no shape)."""
     action_space = env_spaces.action
     n = getattr(action_space, "n", None)
@@ -34,36 +38,47 @@ class CategoricalPgAgent(BaseAgent):
     Defaults to :class:`CategoricalPgMlpModel` (vector observations).
     """
 
+    distribution: Categorical
+
     def __init__(self, ModelCls: type | None = CategoricalPgMlpModel,
                  model_kwargs: dict | None = None,
                  initial_model_state_dict: dict | None = None):
         super().__init__(ModelCls=ModelCls, model_kwargs=model_kwargs,
                          initial_model_state_dict=initial_model_state_dict)
 
-    def check_env_spaces(self, env_spaces: Any) -> None:
+    def check_env_spaces(self, env_spaces: EnvSpaces) -> None:
+        super().check_env_spaces(env_spaces)
         check_discrete_action_space(self, env_spaces)
 
-    def make_env_to_model_kwargs(self, env_spaces: Any) -> dict:
+    def check_model_outputs(self, outputs: Any, env_spaces: EnvSpaces) -> None:
+        """The model must return ``(pi [1, A], value [1])`` for one observation."""
+        pi = outputs[0] if isinstance(outputs, (tuple, list)) else outputs
+        check_output_size(self, pi, env_spaces.action.n, "action probabilities",
+                          "(pi [*lead, A] probabilities, value [*lead])")
+
+    def make_env_to_model_kwargs(self, env_spaces: EnvSpaces) -> dict:
         return dict(observation_shape=env_spaces.observation.shape,
                     action_size=env_spaces.action.n)
 
-    def initialize(self, env_spaces: Any, share_memory: bool = False, global_B: int = 1,
-                   env_ranks: Any = None) -> None:
+    def initialize(self, env_spaces: EnvSpaces, share_memory: bool = False, global_B: int = 1,
+                   env_ranks: Sequence[int] | None = None) -> None:
         super().initialize(env_spaces, share_memory)
         self.distribution = Categorical(dim=env_spaces.action.n)
 
-    def _model_inputs(self, observation: Any, prev_action: Any, prev_reward: Any) -> tuple:
+    def _model_inputs(self, observation: TensorTree, prev_action: torch.Tensor,
+                      prev_reward: torch.Tensor) -> tuple:
         prev_action = self.distribution.to_onehot(prev_action)
         return buffer_to((observation, prev_action, prev_reward), device=self.device)
 
-    def __call__(self, observation: Any, prev_action: Any,
-                 prev_reward: Any) -> tuple[DistInfo, torch.Tensor]:
+    def __call__(self, observation: TensorTree, prev_action: torch.Tensor,
+                 prev_reward: torch.Tensor) -> tuple[DistInfo, torch.Tensor]:
         """Returns ``(DistInfo(prob) [*lead, A], value [*lead])`` with grad, on CPU."""
         pi, value = self.model(*self._model_inputs(observation, prev_action, prev_reward))
         return buffer_to((DistInfo(prob=pi), value), device="cpu")
 
     @torch.no_grad()
-    def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> AgentStep:
+    def step(self, observation: TensorTree, prev_action: torch.Tensor,
+             prev_reward: torch.Tensor) -> AgentStep:
         pi, value = self.model(*self._model_inputs(observation, prev_action, prev_reward))
         dist_info = DistInfo(prob=pi)
         action = self.distribution.sample(dist_info)
@@ -72,7 +87,8 @@ class CategoricalPgAgent(BaseAgent):
         return AgentStep(action=action, agent_info=agent_info)
 
     @torch.no_grad()
-    def value(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor:
+    def value(self, observation: TensorTree, prev_action: torch.Tensor,
+              prev_reward: torch.Tensor) -> torch.Tensor:
         """State value [*lead] for bootstrapping (no grad, CPU)."""
         _pi, value = self.model(*self._model_inputs(observation, prev_action, prev_reward))
         return value.to("cpu")
@@ -91,8 +107,9 @@ class RecurrentCategoricalPgAgentBase(CategoricalPgAgent):
         super().__init__(ModelCls=ModelCls, model_kwargs=model_kwargs,
                          initial_model_state_dict=initial_model_state_dict)
 
-    def __call__(self, observation: Any, prev_action: Any, prev_reward: Any,
-                 init_rnn_state: Any) -> tuple[DistInfo, torch.Tensor, Any]:
+    def __call__(self, observation: TensorTree, prev_action: torch.Tensor,
+                 prev_reward: torch.Tensor, init_rnn_state: TensorTree | None
+                 ) -> tuple[DistInfo, torch.Tensor, TensorTree]:
         """Training pass over [T, B] sequences from ``init_rnn_state`` [N, B, H]."""
         model_inputs = self._model_inputs(observation, prev_action, prev_reward)
         init_rnn_state = buffer_to(init_rnn_state, device=self.device)
@@ -101,7 +118,8 @@ class RecurrentCategoricalPgAgentBase(CategoricalPgAgent):
         return dist_info, value, next_rnn_state
 
     @torch.no_grad()
-    def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> AgentStep:
+    def step(self, observation: TensorTree, prev_action: torch.Tensor,
+             prev_reward: torch.Tensor) -> AgentStep:
         model_inputs = self._model_inputs(observation, prev_action, prev_reward)
         rnn_state = buffer_to(self.prev_rnn_state, device=self.device)
         pi, value, rnn_state = self.model(*model_inputs, rnn_state)
@@ -117,7 +135,8 @@ class RecurrentCategoricalPgAgentBase(CategoricalPgAgent):
         return AgentStep(action=action, agent_info=agent_info)
 
     @torch.no_grad()
-    def value(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor:
+    def value(self, observation: TensorTree, prev_action: torch.Tensor,
+              prev_reward: torch.Tensor) -> torch.Tensor:
         """Bootstrap value [B] from the current RNN state (the state is not advanced)."""
         model_inputs = self._model_inputs(observation, prev_action, prev_reward)
         rnn_state = buffer_to(self.prev_rnn_state, device=self.device)

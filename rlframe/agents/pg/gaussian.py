@@ -1,20 +1,24 @@
 """Policy-gradient agents for continuous actions (diagonal Gaussian policy + value)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import torch
 
 from rlframe.agents.base import (AgentStep, AlternatingRecurrentAgentMixin, BaseAgent,
-                                 RecurrentAgentMixin, rnn_state_batch_first,
-                                 zeros_like_rnn_state)
+                                 RecurrentAgentMixin, check_output_size,
+                                 rnn_state_batch_first, zeros_like_rnn_state)
 from rlframe.agents.pg.base import AgentInfo, AgentInfoRnn
 from rlframe.distributions.gaussian import DistInfoStd, Gaussian
 from rlframe.utils.buffer import buffer_to
 
+if TYPE_CHECKING:
+    from rlframe.envs.base import EnvSpaces
+    from rlframe.utils.buffer import TensorTree
 
-def check_box_action_space(agent: Any, env_spaces: Any) -> None:
+
+def check_box_action_space(agent: BaseAgent, env_spaces: EnvSpaces) -> None:
     """Raise unless the action space is a 1-D float box with finite bounds."""
     space = env_spaces.action
     shape = tuple(getattr(space, "shape", ()) or ())
@@ -36,23 +40,33 @@ class GaussianPgAgent(BaseAgent):
     ``(mu [*lead, A], log_std [*lead, A], value [*lead])``.
     """
 
-    def check_env_spaces(self, env_spaces: Any) -> None:
+    distribution: Gaussian
+
+    def check_env_spaces(self, env_spaces: EnvSpaces) -> None:
+        super().check_env_spaces(env_spaces)
         check_box_action_space(self, env_spaces)
 
-    def initialize(self, env_spaces: Any, share_memory: bool = False, global_B: int = 1,
-                   env_ranks: Any = None) -> None:
+    def check_model_outputs(self, outputs: Any, env_spaces: EnvSpaces) -> None:
+        """The model must return ``(mu [1, A], log_std [1, A], value [1])``."""
+        mu = outputs[0] if isinstance(outputs, (tuple, list)) else outputs
+        check_output_size(self, mu, int(np.prod(env_spaces.action.shape)), "action means",
+                          "(mu [*lead, A], log_std [*lead, A], value [*lead])")
+
+    def initialize(self, env_spaces: EnvSpaces, share_memory: bool = False, global_B: int = 1,
+                   env_ranks: Sequence[int] | None = None) -> None:
         super().initialize(env_spaces, share_memory)
         self.distribution = Gaussian(dim=env_spaces.action.shape[0])
 
-    def __call__(self, observation: Any, prev_action: Any,
-                 prev_reward: Any) -> tuple[DistInfoStd, torch.Tensor]:
+    def __call__(self, observation: TensorTree, prev_action: torch.Tensor,
+                 prev_reward: torch.Tensor) -> tuple[DistInfoStd, torch.Tensor]:
         """Returns ``(DistInfoStd(mean, log_std), value)`` with grad, on CPU."""
         model_inputs = buffer_to((observation, prev_action, prev_reward), device=self.device)
         mu, log_std, value = self.model(*model_inputs)
         return buffer_to((DistInfoStd(mean=mu, log_std=log_std), value), device="cpu")
 
     @torch.no_grad()
-    def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> AgentStep:
+    def step(self, observation: TensorTree, prev_action: torch.Tensor,
+             prev_reward: torch.Tensor) -> AgentStep:
         model_inputs = buffer_to((observation, prev_action, prev_reward), device=self.device)
         mu, log_std, value = self.model(*model_inputs)
         dist_info = DistInfoStd(mean=mu, log_std=log_std)
@@ -62,7 +76,8 @@ class GaussianPgAgent(BaseAgent):
         return AgentStep(action=action, agent_info=agent_info)
 
     @torch.no_grad()
-    def value(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor:
+    def value(self, observation: TensorTree, prev_action: torch.Tensor,
+              prev_reward: torch.Tensor) -> torch.Tensor:
         """State value [*lead] for bootstrapping (no grad, CPU)."""
         model_inputs = buffer_to((observation, prev_action, prev_reward), device=self.device)
         _mu, _log_std, value = self.model(*model_inputs)
@@ -76,8 +91,9 @@ class RecurrentGaussianPgAgentBase(GaussianPgAgent):
     ``(mu, log_std, value, next_rnn_state)`` with states [N, B, H].
     """
 
-    def __call__(self, observation: Any, prev_action: Any, prev_reward: Any,
-                 init_rnn_state: Any) -> tuple[DistInfoStd, torch.Tensor, Any]:
+    def __call__(self, observation: TensorTree, prev_action: torch.Tensor,
+                 prev_reward: torch.Tensor, init_rnn_state: TensorTree | None
+                 ) -> tuple[DistInfoStd, torch.Tensor, TensorTree]:
         """Training pass over [T, B] sequences from ``init_rnn_state`` [N, B, H]."""
         model_inputs = buffer_to((observation, prev_action, prev_reward, init_rnn_state),
                                  device=self.device)
@@ -87,7 +103,8 @@ class RecurrentGaussianPgAgentBase(GaussianPgAgent):
         return dist_info, value, next_rnn_state
 
     @torch.no_grad()
-    def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> AgentStep:
+    def step(self, observation: TensorTree, prev_action: torch.Tensor,
+             prev_reward: torch.Tensor) -> AgentStep:
         model_inputs = buffer_to((observation, prev_action, prev_reward, self.prev_rnn_state),
                                  device=self.device)
         mu, log_std, value, rnn_state = self.model(*model_inputs)
@@ -103,7 +120,8 @@ class RecurrentGaussianPgAgentBase(GaussianPgAgent):
         return AgentStep(action=action, agent_info=agent_info)
 
     @torch.no_grad()
-    def value(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor:
+    def value(self, observation: TensorTree, prev_action: torch.Tensor,
+              prev_reward: torch.Tensor) -> torch.Tensor:
         """Bootstrap value [B] from the current RNN state (the state is not advanced)."""
         model_inputs = buffer_to((observation, prev_action, prev_reward, self.prev_rnn_state),
                                  device=self.device)

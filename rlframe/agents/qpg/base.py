@@ -14,7 +14,7 @@ asymmetric or per-component bounds can be rescaled first, e.g. with
 from __future__ import annotations
 
 import inspect
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 import torch
@@ -24,11 +24,22 @@ from rlframe.utils.buffer import np_mp_array
 from rlframe.utils.checks import as_int
 from rlframe.utils.collections import namedarraytuple
 
-AgentInfo = namedarraytuple("AgentInfo", ["mu"])
-"""DDPG/TD3 ``agent_info``: ``mu`` [*lead, A], the deterministic action before noise."""
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from rlframe.agents.base import BaseAgent
+    from rlframe.envs.base import EnvSpaces
+    from rlframe.utils.collections import NamedArrayTuple
+
+    # Type checkers see every namedarraytuple type as NamedArrayTuple (see
+    # rlframe.utils.collections); the classes are built in the else branch.
+    AgentInfo: TypeAlias = NamedArrayTuple
+else:
+    AgentInfo = namedarraytuple("AgentInfo", ["mu"])
+    """DDPG/TD3 ``agent_info``: ``mu`` [*lead, A], the deterministic action before noise."""
 
 
-def check_continuous_action_space(agent: Any, env_spaces: Any) -> float:
+def check_continuous_action_space(agent: BaseAgent, env_spaces: EnvSpaces) -> float:
     """Return the action bound, or raise if the agent cannot act in ``env_spaces``.
 
     Allowed: a 1-D float box whose bounds are finite and equal to

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 import torch
 
@@ -16,6 +16,10 @@ from rlframe.models.qpg.mlp import MuMlpModel, QofMuMlpModel
 from rlframe.models.utils import strip_ddp_state_dict
 from rlframe.utils.buffer import buffer_to
 from rlframe.utils.logging import logger
+
+if TYPE_CHECKING:
+    from rlframe.envs.base import EnvSpaces
+    from rlframe.utils.buffer import TensorTree
 
 __all__ = ["AgentInfo", "DdpgAgent"]
 
@@ -47,6 +51,8 @@ class DdpgAgent(LearningStartMixin, BaseAgent):
         action_noise_clip: clip of the exploration noise (None: no clip).
     """
 
+    distribution: Gaussian
+
     def __init__(self, ModelCls: type = MuMlpModel, QModelCls: type = QofMuMlpModel,
                  model_kwargs: dict | None = None, q_model_kwargs: dict | None = None,
                  initial_model_state_dict: dict | None = None,
@@ -75,20 +81,21 @@ class DdpgAgent(LearningStartMixin, BaseAgent):
         self._target_pairs: TargetPairs | None = None
 
     # ------------------------------------------------------------------ setup
-    def check_env_spaces(self, env_spaces: Any) -> None:
+    def check_env_spaces(self, env_spaces: EnvSpaces) -> None:
+        super().check_env_spaces(env_spaces)
         check_continuous_action_space(self, env_spaces)
 
-    def make_env_to_model_kwargs(self, env_spaces: Any) -> dict:
+    def make_env_to_model_kwargs(self, env_spaces: EnvSpaces) -> dict:
         kwargs = self.make_env_to_q_model_kwargs(env_spaces)
         if "output_max" not in self.model_kwargs and accepts_kwarg(self.ModelCls, "output_max"):
             kwargs["output_max"] = check_continuous_action_space(self, env_spaces)
         return kwargs
 
-    def make_env_to_q_model_kwargs(self, env_spaces: Any) -> dict:
+    def make_env_to_q_model_kwargs(self, env_spaces: EnvSpaces) -> dict:
         return dict(observation_shape=env_spaces.observation.shape,
                     action_size=env_spaces.action.shape[0])
 
-    def initialize(self, env_spaces: Any, share_memory: bool = False, global_B: int = 1,
+    def initialize(self, env_spaces: EnvSpaces, share_memory: bool = False, global_B: int = 1,
                    env_ranks: Sequence[int] | None = None) -> None:
         """Build policy, critic, their targets and the exploration distribution."""
         self.action_bound = check_continuous_action_space(self, env_spaces)
@@ -138,11 +145,12 @@ class DdpgAgent(LearningStartMixin, BaseAgent):
         return device_id
 
     # ------------------------------------------------------------- sampling
-    def _model_inputs(self, *inputs: Any) -> tuple:
+    def _model_inputs(self, *inputs: TensorTree) -> tuple:
         return buffer_to(inputs, device=self.device)
 
     @torch.no_grad()
-    def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> AgentStep:
+    def step(self, observation: TensorTree, prev_action: torch.Tensor,
+             prev_reward: torch.Tensor) -> AgentStep:
         """Noisy actions [*lead, A] and ``AgentInfo(mu)``, on CPU."""
         mu = self.model(*self._model_inputs(observation, prev_action, prev_reward))
         action = self.distribution.sample(DistInfo(mean=mu))
@@ -150,19 +158,20 @@ class DdpgAgent(LearningStartMixin, BaseAgent):
         return AgentStep(action=action, agent_info=AgentInfo(mu=mu))
 
     # ------------------------------------------------------------- training
-    def q(self, observation: Any, prev_action: Any, prev_reward: Any,
-          action: Any) -> torch.Tensor:
+    def q(self, observation: TensorTree, prev_action: torch.Tensor, prev_reward: torch.Tensor,
+          action: torch.Tensor) -> torch.Tensor:
         """Critic value [*lead] of ``action`` (with grad)."""
         return self.q_model(*self._model_inputs(observation, prev_action, prev_reward, action))
 
-    def q_at_mu(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor:
+    def q_at_mu(self, observation: TensorTree, prev_action: torch.Tensor,
+                prev_reward: torch.Tensor) -> torch.Tensor:
         """Critic value [*lead] of the policy's action, with grad into the policy."""
         inputs = self._model_inputs(observation, prev_action, prev_reward)
         return self.q_model(*inputs, self.model(*inputs))
 
     @torch.no_grad()
-    def target_q_at_mu(self, observation: Any, prev_action: Any,
-                       prev_reward: Any) -> torch.Tensor:
+    def target_q_at_mu(self, observation: TensorTree, prev_action: torch.Tensor,
+                       prev_reward: torch.Tensor) -> torch.Tensor:
         """Target critic value [*lead] of the target policy's action (no grad)."""
         inputs = self._model_inputs(observation, prev_action, prev_reward)
         return self.target_q_model(*inputs, self.target_model(*inputs))

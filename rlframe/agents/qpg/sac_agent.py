@@ -5,7 +5,7 @@ import copy
 import math
 from collections import namedtuple
 from collections.abc import Mapping
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 import torch
 
@@ -18,11 +18,23 @@ from rlframe.models.utils import strip_ddp_state_dict
 from rlframe.utils.buffer import buffer_to
 from rlframe.utils.collections import namedarraytuple
 
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from rlframe.envs.base import EnvSpaces
+    from rlframe.utils.buffer import TensorTree
+    from rlframe.utils.collections import NamedArrayTuple
+
 MIN_LOG_STD = -20
 MAX_LOG_STD = 2
 
-AgentInfo = namedarraytuple("AgentInfo", ["dist_info"])
-"""``dist_info``: ``DistInfoStd(mean, log_std)`` [*lead, A] of the policy, before squashing."""
+if TYPE_CHECKING:
+    # Type checkers see every namedarraytuple type as NamedArrayTuple (see
+    # rlframe.utils.collections); the classes are built in the else branch.
+    AgentInfo: TypeAlias = NamedArrayTuple
+else:
+    AgentInfo = namedarraytuple("AgentInfo", ["dist_info"])
+    """``dist_info``: ``DistInfoStd(mean, log_std)`` [*lead, A] of the policy, before squashing."""
 Models = namedtuple("Models", ["pi", "q1", "q2"])
 """The trained networks of a :class:`SacAgent`."""
 
@@ -57,6 +69,8 @@ class SacAgent(LearningStartMixin, BaseAgent):
         pretrain_std: pre-squash std of the actions sampled before learning starts.
     """
 
+    distribution: Gaussian
+
     def __init__(self, ModelCls: type = PiMlpModel, QModelCls: type = QofMuMlpModel,
                  model_kwargs: dict | None = None, q_model_kwargs: dict | None = None,
                  v_model_kwargs: dict | None = None, initial_model_state_dict: dict | None = None,
@@ -87,14 +101,15 @@ class SacAgent(LearningStartMixin, BaseAgent):
         self._target_pairs: TargetPairs | None = None
 
     # ------------------------------------------------------------------ setup
-    def check_env_spaces(self, env_spaces: Any) -> None:
+    def check_env_spaces(self, env_spaces: EnvSpaces) -> None:
+        super().check_env_spaces(env_spaces)
         check_continuous_action_space(self, env_spaces)
 
-    def make_env_to_model_kwargs(self, env_spaces: Any) -> dict:
+    def make_env_to_model_kwargs(self, env_spaces: EnvSpaces) -> dict:
         return dict(observation_shape=env_spaces.observation.shape,
                     action_size=env_spaces.action.shape[0])
 
-    def initialize(self, env_spaces: Any, share_memory: bool = False, global_B: int = 1,
+    def initialize(self, env_spaces: EnvSpaces, share_memory: bool = False, global_B: int = 1,
                    env_ranks: Sequence[int] | None = None) -> None:
         """Build the policy, both critics, their targets and the squashed Gaussian."""
         self.action_bound = check_continuous_action_space(self, env_spaces)
@@ -145,7 +160,8 @@ class SacAgent(LearningStartMixin, BaseAgent):
 
     # ------------------------------------------------------------- sampling
     @torch.no_grad()
-    def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> AgentStep:
+    def step(self, observation: TensorTree, prev_action: torch.Tensor,
+             prev_reward: torch.Tensor) -> AgentStep:
         """Squashed actions [*lead, A] and ``AgentInfo(dist_info)``, on CPU."""
         model_inputs = buffer_to((observation, prev_action, prev_reward), device=self.device)
         mean, log_std = self.model(*model_inputs)
@@ -155,8 +171,8 @@ class SacAgent(LearningStartMixin, BaseAgent):
         return AgentStep(action=action, agent_info=AgentInfo(dist_info=dist_info))
 
     # ------------------------------------------------------------- training
-    def pi(self, observation: Any, prev_action: Any,
-           prev_reward: Any) -> tuple[torch.Tensor, torch.Tensor, DistInfoStd]:
+    def pi(self, observation: TensorTree, prev_action: torch.Tensor,
+           prev_reward: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, DistInfoStd]:
         """Reparameterised policy sample, with grad.
 
         Returns:
@@ -170,15 +186,16 @@ class SacAgent(LearningStartMixin, BaseAgent):
         action, log_pi = self._pi_distribution.sample_loglikelihood(dist_info)
         return action, log_pi, dist_info
 
-    def q(self, observation: Any, prev_action: Any, prev_reward: Any,
-          action: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    def q(self, observation: TensorTree, prev_action: torch.Tensor, prev_reward: torch.Tensor,
+          action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(q1, q2)``, each [*lead], of ``action`` (with grad)."""
         inputs = buffer_to((observation, prev_action, prev_reward, action), device=self.device)
         return self.q1_model(*inputs), self.q2_model(*inputs)
 
     @torch.no_grad()
-    def target_q(self, observation: Any, prev_action: Any, prev_reward: Any,
-                 action: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    def target_q(self, observation: TensorTree, prev_action: torch.Tensor,
+                 prev_reward: torch.Tensor, action: torch.Tensor
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
         """Target critics' ``(q1, q2)`` of ``action`` (no grad)."""
         inputs = buffer_to((observation, prev_action, prev_reward, action), device=self.device)
         return self.target_q1_model(*inputs), self.target_q2_model(*inputs)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import copy
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
 
@@ -10,6 +10,10 @@ from rlframe.agents.qpg.base import wrap_ddp
 from rlframe.agents.qpg.ddpg_agent import DdpgAgent
 from rlframe.distributions.gaussian import DistInfo, Gaussian
 from rlframe.models.utils import strip_ddp_state_dict
+
+if TYPE_CHECKING:
+    from rlframe.envs.base import EnvSpaces
+    from rlframe.utils.buffer import TensorTree
 
 
 class Td3Agent(DdpgAgent):
@@ -48,7 +52,7 @@ class Td3Agent(DdpgAgent):
         self.target_q2_model: torch.nn.Module | None = None
         self.target_distribution: Gaussian | None = None
 
-    def initialize(self, env_spaces: Any, share_memory: bool = False, global_B: int = 1,
+    def initialize(self, env_spaces: EnvSpaces, share_memory: bool = False, global_B: int = 1,
                    env_ranks: Sequence[int] | None = None) -> None:
         super().initialize(env_spaces, share_memory, global_B=global_B, env_ranks=env_ranks)
         self.q2_model = self.QModelCls(**self.make_env_to_q_model_kwargs(env_spaces),
@@ -82,15 +86,15 @@ class Td3Agent(DdpgAgent):
         self.target_distribution.set_std(std * self.action_bound)
         self.target_distribution.set_noise_clip(self._scaled(noise_clip))
 
-    def q(self, observation: Any, prev_action: Any, prev_reward: Any,
-          action: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    def q(self, observation: TensorTree, prev_action: torch.Tensor, prev_reward: torch.Tensor,
+          action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Both critics' values ``(q1, q2)``, each [*lead], of ``action`` (with grad)."""
         inputs = self._model_inputs(observation, prev_action, prev_reward, action)
         return self.q_model(*inputs), self.q2_model(*inputs)
 
     @torch.no_grad()
-    def target_q_at_mu(self, observation: Any, prev_action: Any,
-                       prev_reward: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    def target_q_at_mu(self, observation: TensorTree, prev_action: torch.Tensor,
+                       prev_reward: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Both target critics' values of the smoothed target action (no grad)."""
         inputs = self._model_inputs(observation, prev_action, prev_reward)
         target_mu = self.target_model(*inputs)

@@ -1,13 +1,17 @@
 """Categorical DQN (C51, Bellemare et al., 2017): learn return distributions on a fixed support."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
 from rlframe.agents.dqn.catdqn_agent import CatDqnAgent
 from rlframe.algos.dqn.dqn import DQN
 from rlframe.utils.tensor import select_at_indexes, valid_mean
+
+if TYPE_CHECKING:
+    from rlframe.agents.base import BaseAgent
+    from rlframe.replays.layouts import SamplesFromReplay
 
 EPS = 1e-6  # Floor on probabilities inside logs.
 
@@ -57,6 +61,8 @@ class CategoricalDQN(DQN):
         only sets the default priority here.
     """
 
+    agent: CatDqnAgent
+
     def __init__(self, V_min: float = -10, V_max: float = 10, discount: float = 0.99,
                  batch_size: int = 32, min_steps_learn: int = int(5e4),
                  delta_clip: float | None = 1., replay_size: int = int(1e6),
@@ -87,7 +93,7 @@ class CategoricalDQN(DQN):
         self.V_min = float(V_min)
         self.V_max = float(V_max)
 
-    def agent_setup(self, agent: Any, sampler_bs: int) -> None:
+    def agent_setup(self, agent: BaseAgent, sampler_bs: int) -> None:
         """The epsilon schedule, and the support of the agent's return distributions."""
         super().agent_setup(agent, sampler_bs)
         if not isinstance(agent, CatDqnAgent):
@@ -96,7 +102,7 @@ class CategoricalDQN(DQN):
         agent.give_V_min_max(self.V_min, self.V_max)
         self.z = torch.linspace(self.V_min, self.V_max, agent.n_atoms)
 
-    def loss(self, samples: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    def loss(self, samples: SamplesFromReplay) -> tuple[torch.Tensor, torch.Tensor]:
         """Cross-entropy between the projected target and the predicted distribution.
 
         Returns:

@@ -5,7 +5,7 @@ soft target updates and bootstrapping through time limits.
 from __future__ import annotations
 
 from collections import namedtuple
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -16,6 +16,11 @@ from rlframe.algos.off_policy import (OffPolicyAlgorithm, SamplesToBuffer,  # no
                                       SamplesToBufferTl, is_frame_stack)
 from rlframe.utils.checks import as_int, check_number
 from rlframe.utils.tensor import select_at_indexes, valid_mean
+
+if TYPE_CHECKING:
+    from rlframe.agents.base import BaseAgent
+    from rlframe.agents.dqn.dqn_agent import DqnAgent
+    from rlframe.replays.layouts import SamplesFromReplay
 
 OptInfo = namedtuple("OptInfo", ["loss", "gradNorm", "tdAbsErr"])
 
@@ -72,6 +77,7 @@ class DQN(OffPolicyAlgorithm):
             episode. rlpyt's DQN has no such option (it behaves as False).
     """
 
+    agent: DqnAgent
     OptInfoCls = OptInfo
     opt_info_fields = tuple(OptInfo._fields)
 
@@ -110,7 +116,7 @@ class DQN(OffPolicyAlgorithm):
         self.eps_steps = as_int("eps_steps", eps_steps, minimum=0)
         self.double_dqn = double_dqn
 
-    def agent_setup(self, agent: Any, sampler_bs: int) -> None:
+    def agent_setup(self, agent: BaseAgent, sampler_bs: int) -> None:
         """Epsilon decays from learning start to ``eps_steps``."""
         if not isinstance(agent, EpsilonGreedyAgentMixin):
             raise TypeError(f"{type(self).__name__} needs a Q-learning agent with an epsilon "
@@ -128,7 +134,7 @@ class DQN(OffPolicyAlgorithm):
         if self.initial_optim_state_dict is not None:
             self.optimizer.load_state_dict(self.initial_optim_state_dict)
 
-    def update(self, samples: Any) -> tuple[dict, torch.Tensor | None]:
+    def update(self, samples: SamplesFromReplay) -> tuple[dict, torch.Tensor | None]:
         """One TD step; returns the logged values and the new priorities."""
         loss, td_abs_errors = self.loss(samples)
         grad_norm, = self.gradient_step(loss, (self.optimizer, self._params))
@@ -136,7 +142,7 @@ class DQN(OffPolicyAlgorithm):
                      tdAbsErr=td_abs_errors[::8])  # A sample of the errors, for logging.
         return stats, td_abs_errors if self.prioritized_replay else None
 
-    def loss(self, samples: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    def loss(self, samples: SamplesFromReplay) -> tuple[torch.Tensor, torch.Tensor]:
         """TD loss on one replay minibatch.
 
         Args:

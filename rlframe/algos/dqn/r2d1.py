@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import namedtuple
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -23,13 +23,30 @@ from rlframe.utils.checks import as_int, check_number, positive_int
 from rlframe.utils.collections import namedarraytuple
 from rlframe.utils.tensor import select_at_indexes, valid_mean
 
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from rlframe.agents.base import BaseAgent
+    from rlframe.agents.dqn.r2d1_agent import R2d1AgentBase
+    from rlframe.replays.layouts import SequenceSamplesFromReplay
+    from rlframe.replays.replay_buffer import ReplayBuffer
+    from rlframe.samplers.collections import BatchSpec, Examples, Samples
+    from rlframe.utils.collections import NamedArrayTuple
+
 OptInfo = namedtuple("OptInfo", ["loss", "gradNorm", "tdAbsErr", "priority"])
-SamplesToBufferRnn = namedarraytuple("SamplesToBufferRnn",
-                                     SamplesToBuffer._fields + ("prev_rnn_state",))
-SamplesToBufferTlRnn = namedarraytuple("SamplesToBufferTlRnn",
-                                       SamplesToBufferTl._fields + ("prev_rnn_state",))
-PrioritiesSamplesToBuffer = namedarraytuple("PrioritiesSamplesToBuffer",
-                                            ["priorities", "samples"])
+if TYPE_CHECKING:
+    # Type checkers see every namedarraytuple type as NamedArrayTuple (see
+    # rlframe.utils.collections); the classes are built in the else branch.
+    SamplesToBufferRnn: TypeAlias = NamedArrayTuple
+    SamplesToBufferTlRnn: TypeAlias = NamedArrayTuple
+    PrioritiesSamplesToBuffer: TypeAlias = NamedArrayTuple
+else:
+    SamplesToBufferRnn = namedarraytuple("SamplesToBufferRnn",
+                                         SamplesToBuffer._fields + ("prev_rnn_state",))
+    SamplesToBufferTlRnn = namedarraytuple("SamplesToBufferTlRnn",
+                                           SamplesToBufferTl._fields + ("prev_rnn_state",))
+    PrioritiesSamplesToBuffer = namedarraytuple("PrioritiesSamplesToBuffer",
+                                                ["priorities", "samples"])
 
 
 def value_rescale(x: torch.Tensor, eps: float = 1e-3) -> torch.Tensor:
@@ -104,6 +121,7 @@ class R2D1(DQN):
             R2D1 has no such option (it behaves as False).
     """
 
+    agent: R2d1AgentBase
     OptInfoCls = OptInfo
     opt_info_fields = tuple(OptInfo._fields)
     sequence_replay = True
@@ -156,8 +174,8 @@ class R2D1(DQN):
         self.value_scale_eps = value_scale_eps
 
     # ------------------------------------------------------------------ setup
-    def agent_setup(self, agent: Any, sampler_bs: int) -> None:
-        if not getattr(agent, "recurrent", False):
+    def agent_setup(self, agent: BaseAgent, sampler_bs: int) -> None:
+        if not agent.recurrent:
             raise TypeError(f"R2D1 needs a recurrent agent (e.g. R2d1Agent); got "
                             f"{type(agent).__name__}.")
         super().agent_setup(agent, sampler_bs)
@@ -176,13 +194,13 @@ class R2D1(DQN):
         return dict(input_priorities=self.input_priorities,
                     input_priority_shift=self.input_priority_shift)
 
-    def replay_kwargs(self, example: Any, batch_spec: Any) -> dict:
+    def replay_kwargs(self, example: SamplesToBuffer, batch_spec: BatchSpec) -> dict:
         return dict(super().replay_kwargs(example, batch_spec),
                     rnn_state_interval=self.store_rnn_state_interval,
                     batch_T=self.batch_T + self.warmup_T)
 
-    def initialize_replay_buffer(self, examples: dict, batch_spec: Any,
-                                 async_: bool = False) -> Any:
+    def initialize_replay_buffer(self, examples: Examples, batch_spec: BatchSpec,
+                                 async_: bool = False) -> ReplayBuffer:
         """Check that the agent records what the replay needs and chunks align."""
         rsi, seq_T = self.store_rnn_state_interval, self.batch_T + self.warmup_T
         u = max(1, rsi)
@@ -209,14 +227,15 @@ class R2D1(DQN):
                             "(e.g. R2d1Agent); or set input_priorities=False.")
         return super().initialize_replay_buffer(examples, batch_spec, async_=async_)
 
-    def examples_to_buffer(self, examples: dict) -> Any:
+    def examples_to_buffer(self, examples: Examples) -> SamplesToBuffer:
         example = super().examples_to_buffer(examples)
         if self.store_rnn_state_interval > 0:
             Cls = SamplesToBufferTlRnn if self._timelimit else SamplesToBufferRnn
             example = Cls(*example, prev_rnn_state=examples["agent_info"].prev_rnn_state)
         return example
 
-    def samples_to_buffer(self, samples: Any) -> Any:
+    def samples_to_buffer(self, samples: Samples
+                          ) -> SamplesToBuffer | PrioritiesSamplesToBuffer:
         """Sampler batch -> replay layout (+ RNN states, + input priorities)."""
         to_buffer = super().samples_to_buffer(samples)
         if self.store_rnn_state_interval > 0:
@@ -227,7 +246,7 @@ class R2D1(DQN):
                 priorities=self.compute_input_priorities(samples), samples=to_buffer)
         return to_buffer
 
-    def compute_input_priorities(self, samples: Any) -> np.ndarray:
+    def compute_input_priorities(self, samples: Samples) -> np.ndarray:
         """One priority per env [B] for a new sampler batch [T, B].
 
         Uses the Q-values the agent recorded while acting: n-step TD errors of
@@ -253,7 +272,7 @@ class R2D1(DQN):
         return self.sequence_priorities(delta, valid).numpy().astype(np.float64)
 
     # --------------------------------------------------------------- training
-    def update(self, samples: Any) -> tuple[dict, torch.Tensor | None]:
+    def update(self, samples: SequenceSamplesFromReplay) -> tuple[dict, torch.Tensor | None]:
         """One step on a batch of sequences; returns the logged values and priorities."""
         loss, td_abs_errors, priorities = self.loss(samples)
         grad_norm, = self.gradient_step(loss, (self.optimizer, self._params))
@@ -261,7 +280,8 @@ class R2D1(DQN):
                      priority=priorities)
         return stats, priorities if self.prioritized_replay else None
 
-    def loss(self, samples: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def loss(self, samples: SequenceSamplesFromReplay
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Sequence TD loss.
 
         Args:

@@ -1,7 +1,7 @@
 """Advantage Actor-Critic: one gradient step per batch of on-policy samples."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -9,6 +9,9 @@ from rlframe.agents.base import AgentInputs
 from rlframe.algos.pg.base import OptInfo, PolicyGradientAlgo
 from rlframe.utils.buffer import buffer_method
 from rlframe.utils.tensor import valid_mean
+
+if TYPE_CHECKING:
+    from rlframe.samplers.collections import Samples
 
 
 class A2C(PolicyGradientAlgo):
@@ -53,19 +56,18 @@ class A2C(PolicyGradientAlgo):
         super().initialize(*args, **kwargs)
         self._batch_size = self.batch_spec.size
 
-    def optimize_agent(self, itr: int, samples: Any = None,
+    def optimize_agent(self, itr: int, samples: Samples | None = None,
                        sampler_itr: int | None = None) -> OptInfo:
         """One gradient step on the whole [T, B] batch."""
-        self.optimizer.zero_grad()
         loss, entropy, perplexity = self.loss(samples)
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.agent.parameters(), self.clip_grad_norm)
-        self.optimizer.step()
+        grad_norm, = self.gradient_step(loss, (self.optimizer, self._params))
+        if not self.check_update(samples):  # Skipped by the non-finite guard.
+            return OptInfo(loss=[], gradNorm=[], entropy=[], perplexity=[])
         self.update_counter += 1
         return OptInfo(loss=loss.item(), gradNorm=float(grad_norm),
                        entropy=entropy.item(), perplexity=perplexity.item())
 
-    def loss(self, samples: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def loss(self, samples: Samples) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Policy-gradient + value + entropy loss over samples [T, B].
 
         Returns:
@@ -74,8 +76,7 @@ class A2C(PolicyGradientAlgo):
         agent_inputs = AgentInputs(observation=samples.env.observation,
                                    prev_action=samples.agent.prev_action,
                                    prev_reward=samples.env.prev_reward)
-        if hasattr(self.agent, "update_obs_rms"):
-            self.agent.update_obs_rms(agent_inputs.observation)
+        self.agent.update_obs_rms(agent_inputs.observation)
         if self.agent.recurrent:
             # Stored per env as [B, N, H]; the model wants [N, B, H] at the batch start.
             init_rnn_state = samples.agent.agent_info.prev_rnn_state[0]

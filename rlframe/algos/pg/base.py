@@ -1,8 +1,9 @@
 """Shared machinery of on-policy policy-gradient algorithms (A2C, PPO)."""
 from __future__ import annotations
 
+import math
 from collections import namedtuple
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -10,13 +11,27 @@ from rlframe.algos.base import RlAlgorithm, make_optimizer
 from rlframe.algos.returns import (discount_return, discount_return_tl,
                                    generalized_advantage_estimation,
                                    generalized_advantage_estimation_tl, valid_from_done)
+from rlframe.utils.checks import check_number
 from rlframe.utils.collections import namedarraytuple
 from rlframe.utils.tensor import valid_mean
 
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from rlframe.agents.base import BaseAgent
+    from rlframe.samplers.collections import BatchSpec, Examples, Samples
+    from rlframe.utils.collections import NamedArrayTuple
+
 OptInfo = namedtuple("OptInfo", ["loss", "gradNorm", "entropy", "perplexity"])
 AgentTrain = namedtuple("AgentTrain", ["dist_info", "value"])
-LossInputs = namedarraytuple("LossInputs", ["agent_inputs", "action", "return_", "advantage",
-                                            "valid", "old_dist_info"])
+
+if TYPE_CHECKING:
+    # Type checkers see every namedarraytuple type as NamedArrayTuple (see
+    # rlframe.utils.collections); the classes are built in the else branch.
+    LossInputs: TypeAlias = NamedArrayTuple
+else:
+    LossInputs = namedarraytuple("LossInputs", ["agent_inputs", "action", "return_", "advantage",
+                                                "valid", "old_dist_info"])
 
 
 class PolicyGradientAlgo(RlAlgorithm):
@@ -29,8 +44,9 @@ class PolicyGradientAlgo(RlAlgorithm):
     bootstrap_value = True
     opt_info_fields = tuple(f for f in OptInfo._fields)
 
-    def initialize(self, agent: Any, n_itr: int, batch_spec: Any, mid_batch_reset: bool = False,
-                   examples: dict | None = None, world_size: int = 1, rank: int = 0) -> None:
+    def initialize(self, agent: BaseAgent, n_itr: int, batch_spec: BatchSpec,
+                   mid_batch_reset: bool = False, examples: Examples | None = None,
+                   world_size: int = 1, rank: int = 0) -> None:
         """Build the optimizer over ``agent.parameters()``."""
         self.agent = agent
         self.n_itr = n_itr
@@ -38,20 +54,23 @@ class PolicyGradientAlgo(RlAlgorithm):
         self.mid_batch_reset = mid_batch_reset
         self.world_size = world_size
         self.rank = rank
-        self.optimizer = make_optimizer(self.OptimCls, agent.parameters(), self.learning_rate,
+        self._params = list(agent.parameters())  # Gathered once, clipped every update.
+        self.optimizer = make_optimizer(self.OptimCls, self._params, self.learning_rate,
                                         self.optim_kwargs)
         if self.initial_optim_state_dict is not None:
             self.optimizer.load_state_dict(self.initial_optim_state_dict)
 
     def _check_common_args(self) -> None:
-        if not 0 <= self.discount <= 1:
-            raise ValueError(f"discount must be in [0, 1], got {self.discount}.")
-        if not 0 <= self.gae_lambda <= 1:
-            raise ValueError(f"gae_lambda must be in [0, 1], got {self.gae_lambda}.")
-        if self.learning_rate <= 0:
-            raise ValueError(f"learning_rate must be positive, got {self.learning_rate}.")
+        self.discount = check_number("discount", self.discount, high=1., low_open=False)
+        self.gae_lambda = check_number("gae_lambda", self.gae_lambda, high=1., low_open=False)
+        self.learning_rate = check_number("learning_rate", self.learning_rate)
+        self.value_loss_coeff = check_number("value_loss_coeff", self.value_loss_coeff,
+                                             low_open=False)
+        self.entropy_loss_coeff = check_number("entropy_loss_coeff", self.entropy_loss_coeff,
+                                               low=-math.inf)
+        self.clip_grad_norm = check_number("clip_grad_norm", self.clip_grad_norm)
 
-    def process_returns(self, samples: Any
+    def process_returns(self, samples: Samples
                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Compute ``(return_ [T, B], advantage [T, B], valid [T, B] or None)``.
 

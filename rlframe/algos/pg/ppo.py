@@ -1,16 +1,21 @@
 """Proximal Policy Optimization with a clipped likelihood-ratio objective."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from rlframe.agents.base import AgentInputs
 from rlframe.algos.pg.base import LossInputs, OptInfo, PolicyGradientAlgo
 from rlframe.utils.buffer import buffer_method
-from rlframe.utils.checks import positive_int
+from rlframe.utils.checks import check_number, positive_int
 from rlframe.utils.misc import iterate_mb_idxs
 from rlframe.utils.tensor import valid_mean
+
+if TYPE_CHECKING:
+    from rlframe.samplers.collections import Samples
+    from rlframe.utils.buffer import TensorTree
+    from rlframe.utils.collections import NamedArrayTuple
 
 
 class PPO(PolicyGradientAlgo):
@@ -54,14 +59,12 @@ class PPO(PolicyGradientAlgo):
         self.gae_lambda = gae_lambda
         self.minibatches = positive_int("minibatches", minibatches)
         self.epochs = positive_int("epochs", epochs)
-        if ratio_clip <= 0:
-            raise ValueError(f"ratio_clip must be positive, got {ratio_clip}.")
-        self.ratio_clip = ratio_clip
+        self.ratio_clip = check_number("ratio_clip", ratio_clip)
         self.linear_lr_schedule = linear_lr_schedule
         self.normalize_advantage = normalize_advantage
         self.bootstrap_timelimit = bootstrap_timelimit
         self.update_counter = 0
-        self._ratio_clip = ratio_clip  # Base value for the linear schedule.
+        self._ratio_clip = self.ratio_clip  # Base value for the linear schedule.
         self._check_common_args()
 
     def initialize(self, *args: Any, **kwargs: Any) -> None:
@@ -77,15 +80,14 @@ class PPO(PolicyGradientAlgo):
             self.lr_scheduler = torch.optim.lr_scheduler.LambdaLR(
                 optimizer=self.optimizer, lr_lambda=lambda itr: (n_itr - itr) / n_itr)
 
-    def optimize_agent(self, itr: int, samples: Any = None,
+    def optimize_agent(self, itr: int, samples: Samples | None = None,
                        sampler_itr: int | None = None) -> OptInfo:
         """``epochs`` passes of shuffled minibatch updates over samples [T, B]."""
         recurrent = self.agent.recurrent
         agent_inputs = AgentInputs(observation=samples.env.observation,
                                    prev_action=samples.agent.prev_action,
                                    prev_reward=samples.env.prev_reward)
-        if hasattr(self.agent, "update_obs_rms"):
-            self.agent.update_obs_rms(agent_inputs.observation)
+        self.agent.update_obs_rms(agent_inputs.observation)
         return_, advantage, valid = self.process_returns(samples)
         loss_inputs = LossInputs(agent_inputs=agent_inputs, action=samples.agent.action,
                                  return_=return_, advantage=advantage, valid=valid,
@@ -101,12 +103,10 @@ class PPO(PolicyGradientAlgo):
                 T_idxs = slice(None) if recurrent else idxs % T
                 B_idxs = idxs if recurrent else idxs // T
                 rnn_state = init_rnn_state[B_idxs] if recurrent else None
-                self.optimizer.zero_grad()
                 loss, entropy, perplexity = self.loss(*loss_inputs[T_idxs, B_idxs], rnn_state)
-                loss.backward()
-                grad_norm = torch.nn.utils.clip_grad_norm_(self.agent.parameters(),
-                                                           self.clip_grad_norm)
-                self.optimizer.step()
+                grad_norm, = self.gradient_step(loss, (self.optimizer, self._params))
+                if not self.check_update(samples):  # Skipped by the non-finite guard.
+                    continue
                 opt_info.loss.append(loss.item())
                 opt_info.gradNorm.append(float(grad_norm))
                 opt_info.entropy.append(entropy.item())
@@ -117,9 +117,10 @@ class PPO(PolicyGradientAlgo):
             self.ratio_clip = self._ratio_clip * (self.n_itr - itr) / max(self.n_itr, 1)
         return opt_info
 
-    def loss(self, agent_inputs: Any, action: torch.Tensor, return_: torch.Tensor,
-             advantage: torch.Tensor, valid: torch.Tensor | None, old_dist_info: Any,
-             init_rnn_state: Any = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def loss(self, agent_inputs: AgentInputs, action: torch.Tensor, return_: torch.Tensor,
+             advantage: torch.Tensor, valid: torch.Tensor | None,
+             old_dist_info: NamedArrayTuple, init_rnn_state: TensorTree | None = None
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Clipped surrogate + value + entropy loss on one minibatch.
 
         Args:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections import namedtuple
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -10,6 +10,10 @@ from rlframe.algos.base import make_optimizer
 from rlframe.algos.off_policy import OffPolicyAlgorithm, SamplesToBuffer, SamplesToBufferTl
 from rlframe.utils.checks import check_number, positive_int
 from rlframe.utils.tensor import valid_mean
+
+if TYPE_CHECKING:
+    from rlframe.agents.qpg.ddpg_agent import DdpgAgent
+    from rlframe.replays.layouts import SamplesFromReplay
 
 __all__ = ["DDPG", "OptInfo", "SamplesToBuffer", "SamplesToBufferTl"]
 
@@ -58,6 +62,7 @@ class DDPG(OffPolicyAlgorithm):
             rlpyt's keyword arguments.
     """
 
+    agent: DdpgAgent
     OptInfoCls = OptInfo
     opt_info_fields = tuple(OptInfo._fields)
 
@@ -86,7 +91,7 @@ class DDPG(OffPolicyAlgorithm):
         self.initial_optim_state_dict = initial_optim_state_dict
         self.q_target_clip = check_number("q_target_clip", q_target_clip)
 
-    def agent_setup(self, agent: Any, sampler_bs: int) -> None:
+    def agent_setup(self, agent: DdpgAgent, sampler_bs: int) -> None:
         """Tell the agent when learning starts (it samples with pre-training noise until then)."""
         agent.give_min_itr_learn(self.min_itr_learn)
 
@@ -115,7 +120,7 @@ class DDPG(OffPolicyAlgorithm):
         self.q_optimizer.load_state_dict(state_dict["q"])
         self.mu_optimizer.load_state_dict(state_dict["mu"])
 
-    def update(self, samples: Any) -> tuple[dict, None]:
+    def update(self, samples: SamplesFromReplay) -> tuple[dict, None]:
         """A critic step, and a policy step every ``policy_update_interval`` updates."""
         valid = self.valid_mask(samples)
         q_loss = self.q_loss(samples, valid)
@@ -127,19 +132,21 @@ class DDPG(OffPolicyAlgorithm):
             stats.update(muLoss=mu_loss.detach(), muGradNorm=mu_grad_norm)
         return stats, None
 
-    def q_target(self, samples: Any) -> torch.Tensor:
+    def q_target(self, samples: SamplesFromReplay) -> torch.Tensor:
         """TD target ``y`` [batch_size] (no grad), clipped to ``±q_target_clip``."""
         with torch.no_grad():
             target_q = self.agent.target_q_at_mu(*samples.target_inputs)
             y = samples.return_ + self.bootstrap_weight(samples) * target_q
             return torch.clamp(y, -self.q_target_clip, self.q_target_clip)
 
-    def q_loss(self, samples: Any, valid: torch.Tensor | None = None) -> torch.Tensor:
+    def q_loss(self, samples: SamplesFromReplay,
+               valid: torch.Tensor | None = None) -> torch.Tensor:
         """Critic regression loss on one minibatch."""
         y = self.q_target(samples)
         q = self.agent.q(*samples.agent_inputs, samples.action)
         return 0.5 * valid_mean((y - q) ** 2, valid)
 
-    def mu_loss(self, samples: Any, valid: torch.Tensor | None = None) -> torch.Tensor:
+    def mu_loss(self, samples: SamplesFromReplay,
+                valid: torch.Tensor | None = None) -> torch.Tensor:
         """Policy loss: minus the critic's value of the policy's actions."""
         return -valid_mean(self.agent.q_at_mu(*samples.agent_inputs), valid)

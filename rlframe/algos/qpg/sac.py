@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from collections import namedtuple
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -12,6 +12,11 @@ from rlframe.algos.base import make_optimizer
 from rlframe.algos.off_policy import OffPolicyAlgorithm, SamplesToBuffer, SamplesToBufferTl
 from rlframe.utils.checks import check_number
 from rlframe.utils.tensor import valid_mean
+
+if TYPE_CHECKING:
+    from rlframe.agents.qpg.sac_agent import SacAgent
+    from rlframe.distributions.gaussian import DistInfoStd
+    from rlframe.replays.layouts import SamplesFromReplay
 
 __all__ = ["SAC", "OptInfo", "SamplesToBuffer", "SamplesToBufferTl"]
 
@@ -70,6 +75,7 @@ class SAC(OffPolicyAlgorithm):
             rlpyt's keyword arguments.
     """
 
+    agent: SacAgent
     OptInfoCls = OptInfo
     opt_info_fields = tuple(OptInfo._fields)
 
@@ -112,7 +118,7 @@ class SAC(OffPolicyAlgorithm):
                              "through reparameterised samples only.")
         self.reparameterize = reparameterize
 
-    def agent_setup(self, agent: Any, sampler_bs: int) -> None:
+    def agent_setup(self, agent: SacAgent, sampler_bs: int) -> None:
         """Tell the agent when learning starts (it samples with ``pretrain_std`` until then)."""
         agent.give_min_itr_learn(self.min_itr_learn)
 
@@ -170,7 +176,7 @@ class SAC(OffPolicyAlgorithm):
             self._alpha = torch.exp(self.log_alpha.detach())
 
     # --------------------------------------------------------------- training
-    def update(self, samples: Any) -> tuple[dict, None]:
+    def update(self, samples: SamplesFromReplay) -> tuple[dict, None]:
         """Critics, then the policy (against the updated critics), then the temperature."""
         valid = self.valid_mask(samples)
         q1_loss, q2_loss, q1, q2 = self.q_loss(samples, valid)
@@ -195,7 +201,7 @@ class SAC(OffPolicyAlgorithm):
                      qMeanDiff=torch.mean(torch.abs(q1 - q2)), alpha=self._alpha)
         return stats, None
 
-    def q_target(self, samples: Any) -> torch.Tensor:
+    def q_target(self, samples: SamplesFromReplay) -> torch.Tensor:
         """Soft TD target ``y`` [batch_size] (no grad)."""
         with torch.no_grad():
             target_inputs = samples.target_inputs
@@ -205,7 +211,8 @@ class SAC(OffPolicyAlgorithm):
             return (self.reward_scale * samples.return_
                     + self.bootstrap_weight(samples) * target_value)
 
-    def q_loss(self, samples: Any, valid: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
+    def q_loss(self, samples: SamplesFromReplay,
+               valid: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
         """Critic losses on one minibatch: ``(q1_loss, q2_loss, q1, q2)``, q's [batch_size]."""
         y = self.q_target(samples)
         q1, q2 = self.agent.q(*samples.agent_inputs, samples.action)
@@ -213,8 +220,8 @@ class SAC(OffPolicyAlgorithm):
         q2_loss = 0.5 * valid_mean((y - q2) ** 2, valid)
         return q1_loss, q2_loss, q1, q2
 
-    def pi_loss(self, samples: Any,
-                valid: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, Any]:
+    def pi_loss(self, samples: SamplesFromReplay, valid: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor, DistInfoStd]:
         """Policy loss; returns ``(loss, log_pi [batch_size], dist_info)``."""
         new_action, log_pi, dist_info = self.agent.pi(*samples.agent_inputs)
         q1, q2 = self.agent.q(*samples.agent_inputs, new_action)

@@ -1,13 +1,17 @@
 """Twin Delayed DDPG (Fujimoto et al., 2018)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from rlframe.utils.checks import check_number
 from rlframe.algos.qpg.ddpg import DDPG, OptInfo
 from rlframe.utils.tensor import valid_mean
+
+if TYPE_CHECKING:
+    from rlframe.agents.qpg.td3_agent import Td3Agent
+    from rlframe.replays.layouts import SamplesFromReplay
 
 __all__ = ["TD3", "OptInfo"]
 
@@ -32,6 +36,8 @@ class TD3(DDPG):
         **kwargs: other :class:`DDPG` arguments.
     """
 
+    agent: Td3Agent
+
     def __init__(self, batch_size: int = 100, replay_ratio: float = 100,
                  target_update_tau: float = 0.005, target_update_interval: int = 2,
                  policy_update_interval: int = 2, mu_learning_rate: float = 1e-3,
@@ -47,7 +53,7 @@ class TD3(DDPG):
         """Step size of the policy optimizer (TD3: ``mu_learning_rate``)."""
         return self.mu_learning_rate
 
-    def q_target(self, samples: Any) -> torch.Tensor:
+    def q_target(self, samples: SamplesFromReplay) -> torch.Tensor:
         """TD target ``y`` [batch_size] (no grad) from the smaller target critic."""
         with torch.no_grad():
             target_q1, target_q2 = self.agent.target_q_at_mu(*samples.target_inputs)
@@ -55,7 +61,8 @@ class TD3(DDPG):
             y = samples.return_ + self.bootstrap_weight(samples) * target_q
             return torch.clamp(y, -self.q_target_clip, self.q_target_clip)
 
-    def q_loss(self, samples: Any, valid: torch.Tensor | None = None) -> torch.Tensor:
+    def q_loss(self, samples: SamplesFromReplay,
+               valid: torch.Tensor | None = None) -> torch.Tensor:
         """Sum of both critics' regression losses."""
         y = self.q_target(samples)
         q1, q2 = self.agent.q(*samples.agent_inputs, samples.action)

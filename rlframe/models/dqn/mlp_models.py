@@ -6,7 +6,7 @@ outputs with the same leading dims.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import torch
@@ -18,8 +18,17 @@ from rlframe.models.mlp import MlpModel
 from rlframe.utils.collections import namedarraytuple
 from rlframe.utils.tensor import infer_leading_dims, restore_leading_dims
 
-RnnState = namedarraytuple("RnnState", ["h", "c"])
-"""LSTM state: ``h``, ``c`` each [1, B, lstm_size]."""
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from rlframe.utils.collections import NamedArrayTuple
+
+    # Type checkers see every namedarraytuple type as NamedArrayTuple (see
+    # rlframe.utils.collections); the classes are built in the else branch.
+    RnnState: TypeAlias = NamedArrayTuple
+else:
+    RnnState = namedarraytuple("RnnState", ["h", "c"])
+    """LSTM state: ``h``, ``c`` each [1, B, lstm_size]."""
 
 
 def _split_hidden(hidden_sizes: Sequence[int]) -> tuple[list[int], list[int]]:

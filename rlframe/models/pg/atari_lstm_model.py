@@ -1,7 +1,7 @@
 """Recurrent categorical policy and value model for Atari frames."""
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -10,8 +10,17 @@ from rlframe.models.conv2d import Conv2dHeadModel
 from rlframe.utils.collections import namedarraytuple
 from rlframe.utils.tensor import infer_leading_dims, restore_leading_dims
 
-RnnState = namedarraytuple("RnnState", ["h", "c"])
-"""LSTM state: ``h``, ``c`` each [1, B, lstm_size]."""
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from rlframe.utils.collections import NamedArrayTuple
+
+    # Type checkers see every namedarraytuple type as NamedArrayTuple (see
+    # rlframe.utils.collections); the classes are built in the else branch.
+    RnnState: TypeAlias = NamedArrayTuple
+else:
+    RnnState = namedarraytuple("RnnState", ["h", "c"])
+    """LSTM state: ``h``, ``c`` each [1, B, lstm_size]."""
 
 
 class AtariLstmModel(torch.nn.Module):

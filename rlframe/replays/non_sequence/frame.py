@@ -1,11 +1,14 @@
 """Single-step replays storing one frame per step (Atari DQN)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rlframe.replays.replay_buffer import ReplayBuffer
 from rlframe.replays.sampling import PrioritizedSampling
 from rlframe.replays.targets import NStepTargets
+
+if TYPE_CHECKING:
+    from rlframe.utils.collections import NamedArrayTuple
 
 
 class UniformReplayFrameBuffer(ReplayBuffer):
@@ -17,7 +20,7 @@ class UniformReplayFrameBuffer(ReplayBuffer):
             :class:`~rlframe.replays.non_sequence.uniform.UniformReplayBuffer`.
     """
 
-    def __init__(self, example: Any, size: int | float, B: int, discount: float = 1,
+    def __init__(self, example: NamedArrayTuple, size: int | float, B: int, discount: float = 1,
                  n_step_return: int = 1):
         super().__init__(example, size, B, targets=NStepTargets(discount, n_step_return),
                          frames=True, shared=self.async_)
@@ -34,7 +37,7 @@ class PrioritizedReplayFrameBuffer(ReplayBuffer):
             see :class:`~rlframe.replays.sampling.PrioritizedSampling`.
     """
 
-    def __init__(self, example: Any, size: int | float, B: int, discount: float = 1,
+    def __init__(self, example: NamedArrayTuple, size: int | float, B: int, discount: float = 1,
                  n_step_return: int = 1, alpha: float = 0.6, beta: float = 0.4,
                  default_priority: float = 1, unique: bool = False,
                  input_priorities: bool = False, input_priority_shift: int = 0):

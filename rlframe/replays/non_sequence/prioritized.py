@@ -1,12 +1,15 @@
 """Proportional prioritized sampling of single steps (Schaul et al., 2016)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rlframe.replays.layouts import SamplesFromReplayPri
 from rlframe.replays.replay_buffer import ReplayBuffer
 from rlframe.replays.sampling import PrioritizedSampling
 from rlframe.replays.targets import NStepTargets
+
+if TYPE_CHECKING:
+    from rlframe.utils.collections import NamedArrayTuple
 
 __all__ = ["PrioritizedReplayBuffer", "AsyncPrioritizedReplayBuffer", "SamplesFromReplayPri"]
 
@@ -25,7 +28,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
             see :class:`~rlframe.replays.sampling.PrioritizedSampling`.
     """
 
-    def __init__(self, example: Any, size: int | float, B: int, discount: float = 1,
+    def __init__(self, example: NamedArrayTuple, size: int | float, B: int, discount: float = 1,
                  n_step_return: int = 1, alpha: float = 0.6, beta: float = 0.4,
                  default_priority: float = 1, unique: bool = False,
                  input_priorities: bool = False, input_priority_shift: int = 0):

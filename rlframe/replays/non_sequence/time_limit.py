@@ -11,12 +11,15 @@ the algorithm can leave them out of the loss:
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rlframe.replays.layouts import SamplesFromReplayPriTL, SamplesFromReplayTL
 from rlframe.replays.replay_buffer import ReplayBuffer
 from rlframe.replays.sampling import PrioritizedSampling
 from rlframe.replays.targets import NStepTargets
+
+if TYPE_CHECKING:
+    from rlframe.utils.collections import NamedArrayTuple
 
 __all__ = ["TlUniformReplayBuffer", "TlPrioritizedReplayBuffer", "AsyncTlUniformReplayBuffer",
            "AsyncTlPrioritizedReplayBuffer", "SamplesFromReplayTL", "SamplesFromReplayPriTL"]
@@ -31,7 +34,7 @@ class TlUniformReplayBuffer(ReplayBuffer):
             :class:`~rlframe.replays.non_sequence.uniform.UniformReplayBuffer`.
     """
 
-    def __init__(self, example: Any, size: int | float, B: int, discount: float = 1,
+    def __init__(self, example: NamedArrayTuple, size: int | float, B: int, discount: float = 1,
                  n_step_return: int = 1):
         super().__init__(example, size, B,
                          targets=NStepTargets(discount, n_step_return, time_limit=True),
@@ -50,7 +53,7 @@ class TlPrioritizedReplayBuffer(ReplayBuffer):
             see :class:`~rlframe.replays.sampling.PrioritizedSampling`.
     """
 
-    def __init__(self, example: Any, size: int | float, B: int, discount: float = 1,
+    def __init__(self, example: NamedArrayTuple, size: int | float, B: int, discount: float = 1,
                  n_step_return: int = 1, alpha: float = 0.6, beta: float = 0.4,
                  default_priority: float = 1, unique: bool = False,
                  input_priorities: bool = False, input_priority_shift: int = 0):

@@ -1,10 +1,13 @@
 """Uniform sampling of single steps."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rlframe.replays.replay_buffer import ReplayBuffer
 from rlframe.replays.targets import NStepTargets
+
+if TYPE_CHECKING:
+    from rlframe.utils.collections import NamedArrayTuple
 
 
 class UniformReplayBuffer(ReplayBuffer):
@@ -19,7 +22,7 @@ class UniformReplayBuffer(ReplayBuffer):
         n_step_return: rewards summed per return.
     """
 
-    def __init__(self, example: Any, size: int | float, B: int, discount: float = 1,
+    def __init__(self, example: NamedArrayTuple, size: int | float, B: int, discount: float = 1,
                  n_step_return: int = 1):
         super().__init__(example, size, B, targets=NStepTargets(discount, n_step_return),
                          shared=self.async_)

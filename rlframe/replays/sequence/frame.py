@@ -1,12 +1,15 @@
 """Sequence replays storing one frame per step (Atari R2D1)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rlframe.replays.layouts import SequenceLayout
 from rlframe.replays.replay_buffer import ReplayBuffer
 from rlframe.replays.sampling import PrioritizedSampling
 from rlframe.replays.targets import NStepTargets
+
+if TYPE_CHECKING:
+    from rlframe.utils.collections import NamedArrayTuple
 
 
 class UniformSequenceReplayFrameBuffer(ReplayBuffer):
@@ -18,8 +21,9 @@ class UniformSequenceReplayFrameBuffer(ReplayBuffer):
             :class:`~rlframe.replays.sequence.n_step.SequenceNStepReturnBuffer`.
     """
 
-    def __init__(self, example: Any, size: int | float, B: int, rnn_state_interval: int,
-                 batch_T: int | None = None, discount: float = 1, n_step_return: int = 1):
+    def __init__(self, example: NamedArrayTuple, size: int | float, B: int,
+                 rnn_state_interval: int, batch_T: int | None = None, discount: float = 1,
+                 n_step_return: int = 1):
         super().__init__(example, size, B, targets=NStepTargets(discount, n_step_return),
                          layout=SequenceLayout(rnn_state_interval, batch_T), frames=True,
                          shared=self.async_)
@@ -36,8 +40,9 @@ class PrioritizedSequenceReplayFrameBuffer(ReplayBuffer):
             see :class:`~rlframe.replays.sequence.prioritized.PrioritizedSequenceReplayBuffer`.
     """
 
-    def __init__(self, example: Any, size: int | float, B: int, rnn_state_interval: int,
-                 batch_T: int | None = None, discount: float = 1, n_step_return: int = 1,
+    def __init__(self, example: NamedArrayTuple, size: int | float, B: int,
+                 rnn_state_interval: int, batch_T: int | None = None, discount: float = 1,
+                 n_step_return: int = 1,
                  alpha: float = 0.6, beta: float = 0.4, default_priority: float = 1,
                  unique: bool = False, input_priorities: bool = False,
                  input_priority_shift: int = 0):

@@ -1,12 +1,15 @@
 """Sequences of steps with n-step returns and stored RNN states (rlpyt's module path)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rlframe.replays.layouts import SequenceLayout
 from rlframe.replays.layouts import SequenceSamplesFromReplay as SamplesFromReplay
 from rlframe.replays.replay_buffer import ReplayBuffer
 from rlframe.replays.targets import NStepTargets
+
+if TYPE_CHECKING:
+    from rlframe.utils.collections import NamedArrayTuple
 
 __all__ = ["SequenceNStepReturnBuffer", "SamplesFromReplay"]
 
@@ -27,8 +30,9 @@ class SequenceNStepReturnBuffer(ReplayBuffer):
             :class:`~rlframe.replays.targets.NStepTargets`.
     """
 
-    def __init__(self, example: Any, size: int | float, B: int, rnn_state_interval: int,
-                 batch_T: int | None = None, discount: float = 1, n_step_return: int = 1):
+    def __init__(self, example: NamedArrayTuple, size: int | float, B: int,
+                 rnn_state_interval: int, batch_T: int | None = None, discount: float = 1,
+                 n_step_return: int = 1):
         super().__init__(example, size, B, targets=NStepTargets(discount, n_step_return),
                          layout=SequenceLayout(rnn_state_interval, batch_T),
                          shared=self.async_)

@@ -1,13 +1,16 @@
 """Prioritized sampling of sequences: one priority per stored-RNN-state start."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rlframe.replays.layouts import SequenceLayout
 from rlframe.replays.layouts import SequenceSamplesFromReplayPri as SamplesFromReplayPri
 from rlframe.replays.replay_buffer import ReplayBuffer
 from rlframe.replays.sampling import PrioritizedSampling
 from rlframe.replays.targets import NStepTargets
+
+if TYPE_CHECKING:
+    from rlframe.utils.collections import NamedArrayTuple
 
 __all__ = ["PrioritizedSequenceReplayBuffer", "AsyncPrioritizedSequenceReplayBuffer",
            "SamplesFromReplayPri"]
@@ -34,8 +37,9 @@ class PrioritizedSequenceReplayBuffer(ReplayBuffer):
             (``input_priority_shift`` counts start rows, i.e. intervals).
     """
 
-    def __init__(self, example: Any, size: int | float, B: int, rnn_state_interval: int,
-                 batch_T: int | None = None, discount: float = 1, n_step_return: int = 1,
+    def __init__(self, example: NamedArrayTuple, size: int | float, B: int,
+                 rnn_state_interval: int, batch_T: int | None = None, discount: float = 1,
+                 n_step_return: int = 1,
                  alpha: float = 0.6, beta: float = 0.4, default_priority: float = 1,
                  unique: bool = False, input_priorities: bool = False,
                  input_priority_shift: int = 0):

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import pickle
 import queue
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -25,6 +26,13 @@ from rlframe.utils.collections import AttrDict
 from rlframe.utils.launching.pinning import check_workers_cpus
 from rlframe.utils.logging import logger
 from rlframe.utils.synchronize import drain_queue
+
+if TYPE_CHECKING:
+    from multiprocessing.synchronize import Semaphore
+
+    from rlframe.agents.base import BaseAgent
+    from rlframe.envs.base import EnvSpaces
+    from rlframe.samplers.collections import Examples, Samples, TrajInfo
 
 JOIN_TIMEOUT_S = 5.
 
@@ -54,10 +62,31 @@ class ParallelSamplerBase(BaseSampler):
         self.start_method = start_method
         self.workers: list = []
         self.ctrl: AttrDict | None = None
+        self._check_picklable_for_workers()
 
-    def initialize(self, agent: Any, affinity: dict | None = None, seed: int | None = None,
+    def _check_picklable_for_workers(self) -> None:
+        """Under spawn and forkserver, what builds the workers' envs travels to them by
+        pickle: check it now, with a clear error, rather than when workers start."""
+        method = self.start_method or mp.get_context().get_start_method()
+        if method == "fork":
+            return
+        for name in ("EnvCls", "env_kwargs", "eval_env_kwargs", "TrajInfoCls", "CollectorCls",
+                     "eval_CollectorCls"):
+            value = getattr(self, name, None)
+            try:
+                pickle.dumps(value)
+            except Exception as error:  # noqa: BLE001 - any pickling failure reads the same.
+                raise TypeError(
+                    f"{type(self).__name__}: {name}={value!r} cannot be sent to worker "
+                    f"processes started with {method!r} ({type(error).__name__}: {error}). "
+                    "Define it at module level (a lambda, or a function defined inside "
+                    "another function, cannot be pickled), or use start_method='fork' on "
+                    "Linux.") from None
+
+    def initialize(self, agent: BaseAgent, affinity: dict | None = None, seed: int | None = None,
                    bootstrap_value: bool = False, traj_info_kwargs: dict | None = None,
-                   world_size: int = 1, rank: int = 0, worker_process: Any = None) -> dict:
+                   world_size: int = 1, rank: int = 0,
+                   worker_process: Callable[..., None] | None = None) -> Examples:
         """Build the shared buffers, start the workers and wait until they are ready.
 
         Args:
@@ -147,7 +176,8 @@ class ParallelSamplerBase(BaseSampler):
                    f"{self.B_per_worker} envs each.")
         return examples
 
-    def _agent_init(self, agent: Any, env_spaces: Any, global_B: int, env_ranks: list) -> None:
+    def _agent_init(self, agent: BaseAgent, env_spaces: EnvSpaces, global_B: int,
+                    env_ranks: list[int]) -> None:
         agent.initialize(env_spaces, share_memory=not self.gpu, global_B=global_B,
                          env_ranks=env_ranks)
 
@@ -218,7 +248,7 @@ class ParallelSamplerBase(BaseSampler):
         self.shutdown()
         raise WorkerError(f"Sampler worker {rank} failed:\n{tb}")
 
-    def acquire(self, semaphore: Any) -> None:
+    def acquire(self, semaphore: Semaphore) -> None:
         """Acquire ``semaphore`` while polling the workers' health."""
         while not semaphore.acquire(timeout=POLL_S):
             self.check_workers()
@@ -236,7 +266,7 @@ class ParallelSamplerBase(BaseSampler):
 
     # ---- sampling --------------------------------------------------------------------
 
-    def obtain_samples(self, itr: int) -> tuple[Any, list]:
+    def obtain_samples(self, itr: int) -> tuple[Samples, list[TrajInfo]]:
         """Run one batch in the workers; returns ``(samples [T, B], completed TrajInfos)``."""
         self.ctrl.itr.value = itr
         self.release_workers()
@@ -244,7 +274,7 @@ class ParallelSamplerBase(BaseSampler):
         self.wait_workers()
         return self.samples_pyt, self._get_traj_infos(sum(self.ctrl.n_completed))
 
-    def _get_traj_infos(self, n: int) -> list:
+    def _get_traj_infos(self, n: int) -> list[TrajInfo]:
         """Take exactly ``n`` TrajInfos off the training queue."""
         traj_infos = []
         while len(traj_infos) < n:
@@ -257,7 +287,7 @@ class ParallelSamplerBase(BaseSampler):
     def serve_actions(self, itr: int) -> None:
         """GPU-style samplers select actions here while workers step envs."""
 
-    def evaluate_agent(self, itr: int) -> list:
+    def evaluate_agent(self, itr: int) -> list[TrajInfo]:
         """Run evaluation in the workers; returns completed eval TrajInfos.
 
         With ``eval_max_trajectories``, workers are told to stop once that many

@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Iterable
 
 import psutil
 import torch
@@ -21,10 +21,13 @@ from rlframe.utils.launching.pinning import set_cpu_affinity
 from rlframe.utils.logging import logger
 from rlframe.utils.seed import set_envs_seeds, set_seed
 
+if TYPE_CHECKING:
+    from multiprocessing.synchronize import Semaphore
+
 POLL_S = 0.2  # How often a blocked process checks that its peers are alive.
 
 
-def initialize_worker(rank: int, seed: int | None = None, cpu: Any = None,
+def initialize_worker(rank: int, seed: int | None = None, cpu: int | Iterable[int] | None = None,
                       torch_threads: int | None = None) -> None:
     """Prepare a worker process: signals, CPU affinity, torch threads, seed.
 
@@ -59,7 +62,7 @@ def _die_with_parent() -> None:
         pass
 
 
-def wait_for(semaphore: Any, master_pid: int) -> None:
+def wait_for(semaphore: Semaphore, master_pid: int) -> None:
     """Acquire ``semaphore``, giving up (exit) if the master process is gone."""
     while not semaphore.acquire(timeout=POLL_S):
         if not psutil.pid_exists(master_pid):

@@ -1,12 +1,17 @@
 """Evaluation collector of the serial sampler."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from rlframe.agents.base import AgentInputs
 from rlframe.samplers.collectors import reset_envs, step_eval_envs
 from rlframe.utils.buffer import numpify_buffer, torchify_buffer
 from rlframe.utils.logging import logger
+
+if TYPE_CHECKING:
+    from rlframe.agents.base import BaseAgent
+    from rlframe.envs.base import Env
+    from rlframe.samplers.collections import TrajInfo
 
 
 class SerialEvalCollector:
@@ -21,8 +26,9 @@ class SerialEvalCollector:
         traj_info_kwargs: keyword arguments of every TrajInfo (e.g. ``discount``).
     """
 
-    def __init__(self, envs: Sequence[Any], agent: Any, TrajInfoCls: type, max_T: int,
-                 max_trajectories: int | None = None, traj_info_kwargs: dict | None = None):
+    def __init__(self, envs: Sequence[Env], agent: BaseAgent, TrajInfoCls: type[TrajInfo],
+                 max_T: int, max_trajectories: int | None = None,
+                 traj_info_kwargs: dict | None = None):
         self.envs = envs
         self.agent = agent
         self.TrajInfoCls = TrajInfoCls
@@ -30,7 +36,7 @@ class SerialEvalCollector:
         self.max_trajectories = max_trajectories
         self.traj_info_kwargs = dict(traj_info_kwargs or {})
 
-    def collect_evaluation(self, itr: int) -> list:
+    def collect_evaluation(self, itr: int) -> list[TrajInfo]:
         traj_infos = [self.TrajInfoCls(**self.traj_info_kwargs) for _ in range(len(self.envs))]
         completed_traj_infos = []
         observation, action, reward = reset_envs(self.envs)

@@ -1,7 +1,7 @@
 """Serial sampler: envs and agent step in the runner's process."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlframe.samplers.base import BaseSampler
 from rlframe.samplers.buffer import build_samples_buffer
@@ -9,6 +9,11 @@ from rlframe.samplers.parallel.cpu.collectors import CpuResetCollector
 from rlframe.samplers.serial.collectors import SerialEvalCollector
 from rlframe.utils.logging import logger
 from rlframe.utils.seed import set_envs_seeds
+
+if TYPE_CHECKING:
+    from rlframe.agents.base import BaseAgent
+    from rlframe.envs.base import Env
+    from rlframe.samplers.collections import Examples, Samples, TrajInfo
 
 
 class SerialSampler(BaseSampler):
@@ -23,12 +28,12 @@ class SerialSampler(BaseSampler):
                  eval_CollectorCls: type = SerialEvalCollector, **kwargs: Any):
         super().__init__(*args, CollectorCls=CollectorCls,
                          eval_CollectorCls=eval_CollectorCls, **kwargs)
-        self.envs: list = []
-        self.eval_envs: list = []
+        self.envs: list[Env] = []
+        self.eval_envs: list[Env] = []
 
-    def initialize(self, agent: Any, affinity: dict | None = None, seed: int | None = None,
+    def initialize(self, agent: BaseAgent, affinity: dict | None = None, seed: int | None = None,
                    bootstrap_value: bool = False, traj_info_kwargs: dict | None = None,
-                   rank: int = 0, world_size: int = 1) -> dict:
+                   rank: int = 0, world_size: int = 1) -> Examples:
         """Build envs, initialize the agent and allocate the sample buffer.
 
         Args:
@@ -81,7 +86,7 @@ class SerialSampler(BaseSampler):
         logger.log("Serial Sampler initialized.")
         return examples
 
-    def obtain_samples(self, itr: int) -> tuple[Any, list]:
+    def obtain_samples(self, itr: int) -> tuple[Samples, list[TrajInfo]]:
         """Collect one batch; returns ``(samples [T, B] torch, completed TrajInfos)``.
 
         The same buffer object is returned every call and overwritten.
@@ -93,7 +98,7 @@ class SerialSampler(BaseSampler):
         self.traj_infos = traj_infos
         return self.samples_pyt, completed_infos
 
-    def evaluate_agent(self, itr: int) -> list:
+    def evaluate_agent(self, itr: int) -> list[TrajInfo]:
         """Run evaluation episodes; returns completed TrajInfos."""
         return self.eval_collector.collect_evaluation(itr)
 

@@ -184,6 +184,25 @@ def _check_cuda_idx(value: Any, name: str) -> None:
         raise ValueError(f"{name} must be None or a non-negative int, got {value!r}.")
 
 
+def check_cuda_device(cuda_idx: Any, name: str = "affinity['cuda_idx']") -> None:
+    """Raise unless GPU ``cuda_idx`` (None: the CPU) can be used by this process's torch.
+
+    Called where the affinity is about to be used (the runner), so that a CPU-only
+    torch or a missing GPU is reported before a run directory exists.
+    """
+    _check_cuda_idx(cuda_idx, name)
+    if cuda_idx is None:
+        return
+    if not torch.cuda.is_available():
+        build = "a CPU-only build" if torch.version.cuda is None else f"CUDA {torch.version.cuda}"
+        raise ValueError(f"{name}={cuda_idx} asks for a GPU, but torch {torch.__version__} "
+                         f"({build}) finds none; use cuda_idx=None to train on the CPU.")
+    n = torch.cuda.device_count()
+    if cuda_idx >= n:
+        raise ValueError(f"{name}={cuda_idx}, but this process sees {n} GPU(s) "
+                         f"(cuda_idx 0..{n - 1}); check CUDA_VISIBLE_DEVICES.")
+
+
 def usable_cpus() -> list[int] | None:
     """CPU ids this process may run on, or None where the OS cannot tell."""
     try:

@@ -13,10 +13,12 @@ import contextlib
 import datetime
 import json
 import os
+import pickle
 import tempfile
 from typing import Any, Iterator
 
 import numpy as np
+import torch
 
 from rlframe.utils.logging import logger
 
@@ -67,18 +69,41 @@ def get_log_dir(experiment_name: str, root_log_dir: str | None = None,
     return os.path.join(*parts, _relative_part(experiment_name))
 
 
-def _jsonable(value: Any) -> Any:
-    """JSON-ready copy: containers kept, numpy scalars unwrapped, other objects by class name."""
+def _jsonable(value: Any, lossy: list | None = None) -> Any:
+    """JSON-ready copy: containers kept, numpy/torch scalars and small arrays unwrapped,
+    callables by their qualified name, other objects by a (shortened) repr.
+
+    Args:
+        value: the value to convert.
+        lossy: when given, receives one entry per value that JSON could not hold.
+    """
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, dict):
-        return {str(k) if not isinstance(k, (bool, int, float, str)) else k: _jsonable(v)
-                for k, v in value.items()}
+        return {str(k) if not isinstance(k, (bool, int, float, str)) else k:
+                _jsonable(v, lossy) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    return type(value).__name__
+        return [_jsonable(v, lossy) for v in value]
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu().numpy()
+    if (isinstance(value, np.ndarray) and value.size <= _MAX_ARRAY_SIZE
+            and value.dtype.kind in "biuf"):
+        return value.tolist()
+    if lossy is not None:
+        lossy.append(value)
+    if isinstance(value, type) or callable(value):
+        module, name = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
+        if name is not None:
+            kind = "class" if isinstance(value, type) else "function"
+            return f"<{kind} {module}.{name}>" if module else f"<{kind} {name}>"
+    text = repr(value)
+    return text if len(text) <= _MAX_REPR else text[:_MAX_REPR - 3] + "..."
+
+
+_MAX_ARRAY_SIZE = 1000  # Larger arrays are shortened to a repr in params.json.
+_MAX_REPR = 300
 
 
 def _write_json_atomic(path: str, data: Any) -> None:
@@ -94,10 +119,50 @@ def _write_json_atomic(path: str, data: Any) -> None:
         raise
 
 
+IF_EXISTS = ("error", "suffix")
+# Files that mark a directory as holding a run.
+_RUN_FILES = ("params.json", "progress.csv", "debug.log", "params.pkl")
+
+
+def _claim_run_dir(exp_dir: str, if_exists: str) -> str:
+    """Create ``exp_dir`` and claim it for this run, atomically.
+
+    The claim is the exclusive creation of its ``params.json``: of two processes
+    starting the same run at once, exactly one gets the directory. A directory
+    that already holds a run is an error, or with ``if_exists="suffix"`` the
+    first free ``<exp_dir>-1``, ``<exp_dir>-2``, ... is claimed instead.
+    """
+    candidate, k = exp_dir, 0
+    while True:
+        os.makedirs(candidate, exist_ok=True)
+        claim = os.path.join(candidate, "params.json")
+        try:
+            os.close(os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            pass
+        else:
+            if not _holds_run_besides(candidate, "params.json"):
+                return candidate
+            os.unlink(claim)  # Files of an earlier run without params.json: not ours.
+        if if_exists == "error":
+            raise FileExistsError(
+                f"logger_context: the run directory {candidate} already holds a run; "
+                "choose another log_dir or run_ID, or pass if_exists='suffix' to write to "
+                f"{exp_dir}-1 (or the next free suffix) instead.")
+        k += 1
+        candidate = f"{exp_dir}-{k}"
+
+
+def _holds_run_besides(directory: str, own: str) -> bool:
+    return any(name != own and (name in _RUN_FILES
+                                or (name.startswith("itr_") and name.endswith(".pkl")))
+               for name in os.listdir(directory))
+
+
 @contextlib.contextmanager
 def logger_context(log_dir: str, run_ID: int, name: str, log_params: dict | None = None,
                    snapshot_mode: str = "none", override_prefix: bool = False,
-                   use_summary_writer: bool = False) -> Iterator[str]:
+                   use_summary_writer: bool = False, if_exists: str = "error") -> Iterator[str]:
     """Log a run to its own directory through a fresh logger for the ``with`` block.
 
     The directory is ``<root>/local/<YYYYMMDD>/<HHMMSS>/<log_dir>/run_<run_ID>``,
@@ -119,11 +184,18 @@ def logger_context(log_dir: str, run_ID: int, name: str, log_params: dict | None
         run_ID: run number; the run folder is ``run_<run_ID>``.
         name: experiment name, used in the log prefix and ``params.json``.
         log_params: hyperparameters to record; this dict is updated in place
-            with ``name`` and ``run_ID``. Values JSON cannot hold are written as
-            their class name.
+            with ``name`` and ``run_ID``. Values JSON cannot hold are written as a
+            readable name or repr, and the whole dict is pickled to
+            ``log_params.pkl`` beside ``params.json`` when it pickles.
         snapshot_mode: one of ``logger.SNAPSHOT_MODES``.
-        override_prefix: use ``log_dir`` as given instead of nesting it under the root.
+        override_prefix: use ``log_dir`` as given instead of nesting it under the
+            root; without it, a relative ``log_dir`` that would lead out of the
+            root (``..``) is an error.
         use_summary_writer: also write TensorBoard scalars (needs ``tensorboard``).
+        if_exists: what to do when the run directory already holds a run:
+            ``"error"`` (raise before writing anything) or ``"suffix"`` (use
+            ``run_<run_ID>-1``, ``-2``, ...). Directories are claimed atomically,
+            so runs started at once never share one.
 
     Yields:
         The absolute run directory.
@@ -136,6 +208,8 @@ def logger_context(log_dir: str, run_ID: int, name: str, log_params: dict | None
             raise ImportError("use_summary_writer=True needs TensorBoard: "
                               "pip install rlframe[tensorboard]") from err
         summary_writer_cls = SummaryWriter
+    if if_exists not in IF_EXISTS:
+        raise ValueError(f"if_exists must be one of {list(IF_EXISTS)}, got {if_exists!r}.")
     run_logger = logger.Logger()
     run_logger.set_snapshot_mode(snapshot_mode)  # validates before anything is created
     run_logger.set_log_tabular_only(False)
@@ -145,12 +219,16 @@ def logger_context(log_dir: str, run_ID: int, name: str, log_params: dict | None
     exp_dir = os.path.abspath(run_dir)
     relocated = not override_prefix and not _is_within(exp_dir, root)
     if relocated:
-        exp_dir = get_log_dir(run_dir, root_log_dir=root)
+        exp_dir = os.path.normpath(get_log_dir(run_dir, root_log_dir=root))
+        if not _is_within(exp_dir, root):
+            raise ValueError(f"log_dir={log_dir!r} leads out of the data directory {root} "
+                             f"(to {exp_dir}); remove the '..' parts, or pass an absolute "
+                             "path with override_prefix=True to write there.")
+    exp_dir = _claim_run_dir(exp_dir, if_exists)
     params_path = os.path.join(exp_dir, "params.json")
 
     try:
         with logger.use_logger(run_logger):
-            os.makedirs(exp_dir, exist_ok=True)
             run_logger.set_snapshot_dir(exp_dir)
             run_logger.add_text_output(os.path.join(exp_dir, "debug.log"))
             run_logger.add_tabular_output(os.path.join(exp_dir, "progress.csv"))
@@ -162,7 +240,10 @@ def logger_context(log_dir: str, run_ID: int, name: str, log_params: dict | None
                 log_params = {}
             log_params["name"] = name
             log_params["run_ID"] = run_ID
-            _write_json_atomic(params_path, _jsonable(log_params))
+            lossy: list = []
+            _write_json_atomic(params_path, _jsonable(log_params, lossy))
+            if lossy:
+                _pickle_params(exp_dir, log_params, run_logger)
             if relocated and os.path.isabs(log_dir):
                 run_logger.log(f"log_dir {log_dir!r} is outside the data root {root}, so it "
                                "was nested under it; pass override_prefix=True to write to "
@@ -171,6 +252,18 @@ def logger_context(log_dir: str, run_ID: int, name: str, log_params: dict | None
             yield exp_dir
     finally:
         run_logger.close()  # the summary writer too
+
+
+def _pickle_params(exp_dir: str, log_params: dict, run_logger: logger.Logger) -> None:
+    """Keep ``log_params`` in full beside ``params.json``, which holds only reprs of
+    values JSON cannot hold."""
+    try:
+        payload = pickle.dumps(log_params)
+    except Exception as err:  # noqa: BLE001 - a lambda, an open file, ...: keep the reprs.
+        run_logger.log(f"params.json holds reprs of values JSON cannot hold; they do not "
+                       f"pickle either ({type(err).__name__}: {err}), so no log_params.pkl.")
+        return
+    logger.atomic_write_bytes(os.path.join(exp_dir, "log_params.pkl"), payload)
 
 
 def add_exp_param(param_name: str, param_val: Any, exp_dir: str | None = None,

@@ -123,7 +123,9 @@ def _check_snapshot_mode(mode: Any) -> str:
     return mode
 
 
-def _atomic_write_bytes(path: str, payload: bytes) -> None:
+def atomic_write_bytes(path: str, payload: bytes) -> None:
+    """Write ``payload`` to ``path`` through a temporary file and a rename: readers see
+    the old file or the new one, never half of it."""
     fd, tmp_path = tempfile.mkstemp(dir=os.path.dirname(path),
                                     prefix="." + os.path.basename(path) + ".", suffix=".tmp")
     try:
@@ -481,7 +483,7 @@ class Logger:
         """Snapshot gap (default 1)."""
         return self._snapshot_gap
 
-    def save_itr_params(self, itr: int, params: Any) -> None:
+    def save_itr_params(self, itr: int, params: Any, final: bool = False) -> list[str]:
         """Save ``params`` with ``torch.save`` according to the snapshot mode.
 
         Nothing happens without a snapshot directory. Each file is written to a
@@ -492,25 +494,37 @@ class Logger:
         Args:
             itr: iteration number, used in ``itr_<itr>.pkl`` and by the ``"gap"`` rule.
             params: the snapshot, e.g. ``dict(itr=..., agent_state_dict=...)``.
+            final: the last snapshot of a run that is ending: the ``"gap"`` modes
+                write ``itr_<itr>.pkl`` whatever the gap.
+
+        Returns:
+            The names of the files written.
         """
         mode = _check_snapshot_mode(self._snapshot_mode)
         if self._snapshot_dir is None or mode == "none":
-            return
+            return []
         names = []
         if mode == "all":
             names.append(f"itr_{itr}.pkl")
         if mode in ("last", "last+gap"):
             names.append("params.pkl")
-        if mode in ("gap", "last+gap") and (itr == 0 or (itr + 1) % self._snapshot_gap == 0):
+        on_gap = itr == 0 or (itr + 1) % self._snapshot_gap == 0
+        if mode in ("gap", "last+gap") and (on_gap or final):
             names.append(f"itr_{itr}.pkl")
         if not names:
-            return
+            return []
         buffer = io.BytesIO()
         torch.save(params, buffer)  # serialise once, before touching any file
         payload = buffer.getvalue()
         os.makedirs(self._snapshot_dir, exist_ok=True)
         for name in names:
-            _atomic_write_bytes(os.path.join(self._snapshot_dir, name), payload)
+            atomic_write_bytes(os.path.join(self._snapshot_dir, name), payload)
+        return names
+
+    def writes_files(self) -> bool:
+        """Whether anything of the run reaches a file (a text or tabular output, or a
+        snapshot directory)."""
+        return bool(self._text_fds or self._tabular_fds or self._snapshot_dir)
 
     # ------------------------------------------------------------------------- switches
 
@@ -721,9 +735,14 @@ def get_snapshot_gap() -> int:
     return current_logger().get_snapshot_gap()
 
 
-def save_itr_params(itr: int, params: Any) -> None:
+def save_itr_params(itr: int, params: Any, final: bool = False) -> list[str]:
     """``Logger.save_itr_params`` on the current logger: snapshot per the snapshot mode."""
-    current_logger().save_itr_params(itr, params)
+    return current_logger().save_itr_params(itr, params, final=final)
+
+
+def writes_files() -> bool:
+    """``Logger.writes_files`` of the current logger: False outside ``logger_context``."""
+    return current_logger().writes_files()
 
 
 def set_iteration(itr: int) -> None:

@@ -1,7 +1,7 @@
 """Collectors in which the agent acts in the same process as the envs."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -10,6 +10,11 @@ from rlframe.samplers.collectors import (BaseEvalCollector, DecorrelatingStartCo
                                         reset_envs, step_eval_envs)
 from rlframe.utils.buffer import buffer_from_example, numpify_buffer, torchify_buffer
 
+if TYPE_CHECKING:
+    from rlframe.agents.base import BaseAgent
+    from rlframe.samplers.collections import TrajInfo
+    from rlframe.utils.collections import AttrDict
+
 
 class CpuResetCollector(DecorrelatingStartCollector):
     """Resets an env as soon as its trajectory ends, mid-batch (``mid_batch_reset=True``).
@@ -17,10 +22,11 @@ class CpuResetCollector(DecorrelatingStartCollector):
     The batch then holds the start of the next episode after a ``done``.
     """
 
+    agent: BaseAgent  # These collectors act themselves.
     mid_batch_reset = True
 
-    def collect_batch(self, agent_inputs: AgentInputs, traj_infos: list,
-                      itr: int) -> tuple[AgentInputs, list, list]:
+    def collect_batch(self, agent_inputs: AgentInputs, traj_infos: list[TrajInfo],
+                      itr: int) -> tuple[AgentInputs, list[TrajInfo], list[TrajInfo]]:
         agent_buf, env_buf = self.samples_np.agent, self.samples_np.env
         completed_infos = []
         observation, action, reward = agent_inputs
@@ -66,6 +72,7 @@ class CpuWaitResetCollector(DecorrelatingStartCollector):
     algorithms without mid-batch resets rely on.
     """
 
+    agent: BaseAgent
     mid_batch_reset = False
 
     def __init__(self, *args: Any, **kwargs: Any):
@@ -75,8 +82,8 @@ class CpuWaitResetCollector(DecorrelatingStartCollector):
         self.done = np.zeros(B, dtype=bool)
         self.temp_observation = buffer_from_example(self.samples_np.env.observation[0, 0], B)
 
-    def collect_batch(self, agent_inputs: AgentInputs, traj_infos: list,
-                      itr: int) -> tuple[AgentInputs, list, list]:
+    def collect_batch(self, agent_inputs: AgentInputs, traj_infos: list[TrajInfo],
+                      itr: int) -> tuple[AgentInputs, list[TrajInfo], list[TrajInfo]]:
         agent_buf, env_buf = self.samples_np.agent, self.samples_np.env
         completed_infos = []
         observation, action, reward = agent_inputs
@@ -138,6 +145,9 @@ class CpuEvalCollector(BaseEvalCollector):
     Stops after ``max_T`` steps or when ``sync.stop_eval`` is set, then puts a
     ``None`` sentinel.
     """
+
+    agent: BaseAgent
+    sync: AttrDict
 
     def collect_evaluation(self, itr: int) -> None:
         traj_infos = [self.TrajInfoCls(**self.traj_info_kwargs) for _ in range(len(self.envs))]

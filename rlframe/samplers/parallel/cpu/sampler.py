@@ -1,10 +1,13 @@
 """CPU-parallel sampler: each worker acts with its own view of the shared model."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlframe.samplers.parallel.base import ParallelSamplerBase
 from rlframe.samplers.parallel.cpu.collectors import CpuEvalCollector, CpuResetCollector
+
+if TYPE_CHECKING:
+    from rlframe.samplers.collections import Samples, TrajInfo
 
 
 class CpuSampler(ParallelSamplerBase):
@@ -21,10 +24,10 @@ class CpuSampler(ParallelSamplerBase):
         super().__init__(*args, CollectorCls=CollectorCls,
                          eval_CollectorCls=eval_CollectorCls, **kwargs)
 
-    def obtain_samples(self, itr: int) -> tuple[Any, list]:
+    def obtain_samples(self, itr: int) -> tuple[Samples, list[TrajInfo]]:
         self.agent.sync_shared_memory()
         return super().obtain_samples(itr)
 
-    def evaluate_agent(self, itr: int) -> list:
+    def evaluate_agent(self, itr: int) -> list[TrajInfo]:
         self.agent.sync_shared_memory()
         return super().evaluate_agent(itr)

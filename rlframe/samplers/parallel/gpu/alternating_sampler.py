@@ -2,12 +2,16 @@
 selection for one half of the envs overlaps env stepping in the other half."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlframe.agents.base import AgentInputs
 from rlframe.samplers.parallel.gpu.action_server import (AlternatingActionServer,
                                                         NoOverlapAlternatingActionServer)
 from rlframe.samplers.parallel.gpu.sampler import GpuSamplerBase
+
+if TYPE_CHECKING:
+    from rlframe.agents.base import BaseAgent
+    from rlframe.samplers.collections import Examples
 
 
 class AlternatingSamplerBase(GpuSamplerBase):
@@ -21,7 +25,7 @@ class AlternatingSamplerBase(GpuSamplerBase):
 
     alternating = True
 
-    def initialize(self, agent: Any, *args: Any, **kwargs: Any) -> dict:
+    def initialize(self, agent: BaseAgent, *args: Any, **kwargs: Any) -> Examples:
         if agent.recurrent and not agent.alternating:
             raise TypeError(f"{type(self).__name__} needs an alternating recurrent agent "
                             f"(e.g. AlternatingRecurrentCategoricalPgAgent); got "

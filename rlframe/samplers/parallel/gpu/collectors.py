@@ -7,7 +7,7 @@ waits on ``act_ready`` for the master's actions.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -16,11 +16,16 @@ from rlframe.samplers.collectors import BaseEvalCollector, DecorrelatingStartCol
 from rlframe.samplers.parallel.worker import wait_for
 from rlframe.utils.buffer import buffer_from_example
 
+if TYPE_CHECKING:
+    from rlframe.samplers.collections import TrajInfo
+    from rlframe.samplers.parallel.gpu.sampler import StepBuffer
+    from rlframe.utils.collections import AttrDict
+
 
 class GpuCollectorMixin:
     """Shares the env state with the master through the step buffer."""
 
-    def start_envs(self, max_decorrelation_steps: int = 0) -> tuple[AgentInputs, list]:
+    def start_envs(self, max_decorrelation_steps: int = 0) -> tuple[AgentInputs, list[TrajInfo]]:
         agent_inputs, traj_infos = super().start_envs(max_decorrelation_steps)
         step_np = self.step_buffer_np
         step_np.observation[:] = agent_inputs.observation
@@ -39,10 +44,12 @@ class GpuCollectorMixin:
 class GpuResetCollector(GpuCollectorMixin, DecorrelatingStartCollector):
     """Resets envs mid-batch (``mid_batch_reset=True``); actions come from the master."""
 
+    step_buffer_np: StepBuffer  # Written here, read by the master, which acts.
+    sync: AttrDict
     mid_batch_reset = True
 
-    def collect_batch(self, agent_inputs: AgentInputs, traj_infos: list,
-                      itr: int) -> tuple[AgentInputs, list, list]:
+    def collect_batch(self, agent_inputs: AgentInputs, traj_infos: list[TrajInfo],
+                      itr: int) -> tuple[AgentInputs, list[TrajInfo], list[TrajInfo]]:
         agent_buf, env_buf = self.samples_np.agent, self.samples_np.env
         step_np = self.step_buffer_np
         completed_infos = []
@@ -77,6 +84,8 @@ class GpuResetCollector(GpuCollectorMixin, DecorrelatingStartCollector):
 class GpuWaitResetCollector(GpuCollectorMixin, DecorrelatingStartCollector):
     """Holds finished envs idle until the batch ends (``mid_batch_reset=False``)."""
 
+    step_buffer_np: StepBuffer
+    sync: AttrDict
     mid_batch_reset = False
 
     def __init__(self, *args: Any, **kwargs: Any):
@@ -86,8 +95,8 @@ class GpuWaitResetCollector(GpuCollectorMixin, DecorrelatingStartCollector):
         self.done = np.zeros(B, dtype=bool)
         self.temp_observation = buffer_from_example(self.step_buffer_np.observation[0], B)
 
-    def collect_batch(self, agent_inputs: AgentInputs, traj_infos: list,
-                      itr: int) -> tuple[AgentInputs, list, list]:
+    def collect_batch(self, agent_inputs: AgentInputs, traj_infos: list[TrajInfo],
+                      itr: int) -> tuple[AgentInputs, list[TrajInfo], list[TrajInfo]]:
         agent_buf, env_buf = self.samples_np.agent, self.samples_np.env
         step_np = self.step_buffer_np
         completed_infos = []
@@ -153,6 +162,9 @@ class GpuEvalCollector(BaseEvalCollector):
 
     Puts completed TrajInfos on ``traj_infos_queue`` and a final ``None``.
     """
+
+    step_buffer_np: StepBuffer
+    sync: AttrDict
 
     def collect_evaluation(self, itr: int) -> None:
         step_np = self.step_buffer_np

@@ -1,7 +1,7 @@
 """GPU-style sampler: workers step envs, the master selects all actions at once."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlframe.agents.base import AgentInputs
 from rlframe.samplers.parallel.base import ParallelSamplerBase
@@ -10,11 +10,23 @@ from rlframe.samplers.parallel.gpu.collectors import GpuEvalCollector, GpuResetC
 from rlframe.utils.buffer import buffer_from_example, torchify_buffer
 from rlframe.utils.collections import namedarraytuple
 
-StepBuffer = namedarraytuple("StepBuffer",
-                             ["observation", "action", "reward", "done", "agent_info"])
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from rlframe.agents.base import BaseAgent
+    from rlframe.envs.base import EnvSpaces
+    from rlframe.samplers.collections import Examples, Samples, TrajInfo
+    from rlframe.utils.collections import NamedArrayTuple
+
+    # Type checkers see every namedarraytuple type as NamedArrayTuple (see
+    # rlframe.utils.collections); the classes are built in the else branch.
+    StepBuffer: TypeAlias = NamedArrayTuple
+else:
+    StepBuffer = namedarraytuple("StepBuffer",
+                                 ["observation", "action", "reward", "done", "agent_info"])
 
 
-def build_step_buffer(examples: dict, B: int) -> tuple[StepBuffer, StepBuffer]:
+def build_step_buffer(examples: Examples, B: int) -> tuple[StepBuffer, StepBuffer]:
     """Shared [B] buffer of one step's env and agent values.
 
     Returns:
@@ -40,7 +52,8 @@ class GpuSamplerBase(ParallelSamplerBase):
         super().__init__(*args, CollectorCls=CollectorCls,
                          eval_CollectorCls=eval_CollectorCls, **kwargs)
 
-    def _agent_init(self, agent: Any, env_spaces: Any, global_B: int, env_ranks: list) -> None:
+    def _agent_init(self, agent: BaseAgent, env_spaces: EnvSpaces, global_B: int,
+                    env_ranks: list[int]) -> None:
         agent.initialize(env_spaces, share_memory=False, global_B=global_B, env_ranks=env_ranks)
         # The master acts for every env, so the agent sees the whole env layout here.
         agent.collector_initialize(global_B=global_B, env_ranks=env_ranks)
@@ -72,11 +85,11 @@ class GpuSamplerBase(ParallelSamplerBase):
             extra["eval_step_buffer_np"] = self.eval_step_buffer_np[w * n:(w + 1) * n]
         return extra
 
-    def obtain_samples(self, itr: int) -> tuple[Any, list]:
+    def obtain_samples(self, itr: int) -> tuple[Samples, list[TrajInfo]]:
         self.agent.sample_mode(itr)
         return super().obtain_samples(itr)
 
-    def evaluate_agent(self, itr: int) -> list:
+    def evaluate_agent(self, itr: int) -> list[TrajInfo]:
         self.agent.eval_mode(itr)
         return super().evaluate_agent(itr)
 
