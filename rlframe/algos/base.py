@@ -8,6 +8,7 @@ annotations say what arrives, and no algorithm imports a sampler at run time.
 """
 from __future__ import annotations
 
+import math
 import warnings
 from typing import TYPE_CHECKING, Any, Iterable, NamedTuple
 
@@ -104,9 +105,10 @@ class RlAlgorithm:
             optimizer.zero_grad()
         loss.backward()
         norms = [clip_grad_norm(params, self.clip_grad_norm) for _, params in groups]
-        if self.non_finite_limit and not bool(torch.isfinite(sum(norms, loss.detach()))):
+        # Scalars read back after clipping (which reads its norm anyway): the guard is cheap.
+        if self.non_finite_limit and not math.isfinite(loss.item() + sum(map(float, norms))):
             if self._non_finite_what is None:
-                self._non_finite_what = ("loss" if not bool(torch.isfinite(loss))
+                self._non_finite_what = ("loss" if not math.isfinite(loss.item())
                                          else "gradient norm")
             return norms
         for optimizer, _ in groups:

@@ -43,9 +43,10 @@ class UniformSampling:
         """``(oldest row, first valid position, number of valid starts)``; positions
         count from the oldest stored step (0)."""
         r = self._replay
-        s, u = r.storage, r.start_interval
-        oldest = s.t if s.full else 0
-        last = s.n_stored - r.n_step_return - L  # Latest start whose targets are stored.
+        u, T = r.start_interval, r.storage.T
+        t, full = r.storage.cursor()
+        oldest, n_stored = (t, T) if full else (0, t)
+        last = n_stored - r.n_step_return - L  # Latest start whose targets are stored.
         first = r.off_forward + (-(oldest + r.off_forward)) % u  # First aligned start.
         n_valid = (last - first) // u + 1 if last >= first else 0
         return oldest, first, n_valid

@@ -55,6 +55,11 @@ class RingStorage:
         """An extra buffer shaped like ``example`` with ``leading_dims``, shared if the storage is."""
         return buffer_from_example(example, leading_dims, share_memory=self.shared)
 
+    def cursor(self) -> tuple[int, bool]:
+        """``(t, full)`` read together."""
+        t, full = self._cursor.tolist()
+        return t, bool(full)
+
     @property
     def t(self) -> int:
         """The row the next appended step goes to."""

@@ -48,9 +48,9 @@ def from_onehot(onehot: torch.Tensor, dim: int = -1, dtype: torch.dtype | None =
 def valid_mean(tensor: torch.Tensor, valid: torch.Tensor | None = None,
                dim: int | Sequence[int] | None = None) -> torch.Tensor:
     """Mean of ``tensor`` over entries where ``valid`` is nonzero (all if None)."""
-    dim = () if dim is None else dim
     if valid is None:
-        return tensor.mean(dim=dim)
+        return tensor.mean() if dim is None else tensor.mean(dim=dim)
+    dim = () if dim is None else dim
     valid = valid.type(tensor.dtype)
     return (tensor * valid).sum(dim=dim) / valid.sum(dim=dim).clamp(min=1e-8)
 

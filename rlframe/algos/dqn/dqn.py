@@ -164,8 +164,9 @@ class DQN(OffPolicyAlgorithm):
                 target_q = select_at_indexes(next_a, target_qs)
             else:
                 target_q = torch.max(target_qs, dim=-1).values
-        not_done_n = 1 - samples.done_n.float()
-        y = samples.return_ + not_done_n * (self.discount ** self.n_step_return) * target_q
+            # y = return_n + (1 - done_n) * discount^n * target_q, in two ops.
+            y = torch.add(samples.return_, target_q.masked_fill_(samples.done_n.bool(), 0.),
+                          alpha=self.discount ** self.n_step_return)
         delta = y - q
         losses = self.elementwise_loss(delta)
         if self.prioritized_replay:
