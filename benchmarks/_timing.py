@@ -29,3 +29,13 @@ def median_rates(cases: dict[str, Callable[[], None]], rounds: int,
                                 items / (time.process_time() - cpu)))
     return {clock: {name: statistics.median(r[i] for r in rs) for name, rs in rates.items()}
             for i, clock in enumerate(("wall", "cpu"))}
+
+
+def without_guard(algo) -> None:
+    """``algo.optimize_agent(1)`` with the non-finite guard off: the same algorithm,
+    replay and networks as the guarded case, so the difference is the guard."""
+    limit, algo.non_finite_limit = algo.non_finite_limit, 0
+    try:
+        algo.optimize_agent(1)
+    finally:
+        algo.non_finite_limit = limit

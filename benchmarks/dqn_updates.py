@@ -26,7 +26,7 @@ import copy
 import numpy as np
 import torch
 import torch.nn.functional as F
-from _timing import median_rates
+from _timing import median_rates, without_guard
 
 from rlframe.agents.dqn.dqn_agent import DqnAgent
 from rlframe.algos.dqn.dqn import DQN
@@ -105,16 +105,6 @@ class PlainDqn:
         self.n_updates += 1
         if self.n_updates % TARGET_INTERVAL == 0:
             self.q_targ.load_state_dict(self.q.state_dict())
-
-
-def without_guard(algo) -> None:
-    """``algo.optimize_agent`` with the non-finite guard off: the same algorithm,
-    replay and networks as the guarded case, so the difference is the guard."""
-    limit, algo.non_finite_limit = algo.non_finite_limit, 0
-    try:
-        algo.optimize_agent(1)
-    finally:
-        algo.non_finite_limit = limit
 
 
 def main(rounds: int, updates: int, threads: int) -> None:

@@ -31,7 +31,7 @@ import math
 import numpy as np
 import torch
 import torch.nn.functional as F
-from _timing import median_rates
+from _timing import median_rates, without_guard
 
 from rlframe.agents.qpg.sac_agent import SacAgent
 from rlframe.algos.off_policy import SamplesToBufferTl
@@ -131,16 +131,6 @@ class PlainSac:
             for net, targ in ((self.q1, self.q1_targ), (self.q2, self.q2_targ)):
                 for p, tp in zip(net.parameters(), targ.parameters()):
                     tp.lerp_(p, TAU)
-
-
-def without_guard(algo) -> None:
-    """``algo.optimize_agent`` with the non-finite guard off: the same algorithm,
-    replay and networks as the guarded case, so the difference is the guard."""
-    limit, algo.non_finite_limit = algo.non_finite_limit, 0
-    try:
-        algo.optimize_agent(1)
-    finally:
-        algo.non_finite_limit = limit
 
 
 def main(rounds: int, updates: int, threads: int) -> None:
