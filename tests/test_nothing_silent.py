@@ -12,12 +12,14 @@ import pytest
 import torch
 
 from conftest import read_csv, run_dirs, running_script
+from samplers_helpers import CrashingEnv
 from rlframe.agents.pg.categorical import CategoricalPgAgent
 from rlframe.algos.base import NonFiniteError
 from rlframe.algos.pg.ppo import PPO
 from rlframe.envs.gym import GymEnvWrapper
 from rlframe.envs.gym import make as gym_make
 from rlframe.runners.minibatch_rl import MinibatchRl, MinibatchRlEval
+from rlframe.samplers.parallel.base import WorkerError
 from rlframe.samplers.parallel.cpu.sampler import CpuSampler
 from rlframe.samplers.serial.sampler import SerialSampler
 from rlframe.utils.logging import logger
@@ -309,3 +311,20 @@ def test_late_errors_now_fire_before_a_run_directory(in_tmp_cwd):
     CpuSampler(EnvCls=lambda **kwargs: gym_make(**kwargs), env_kwargs=CARTPOLE,
                batch_T=4, batch_B=2, start_method="fork")  # Fork hands it over as it is.
     assert not os.path.exists(in_tmp_cwd / "data")
+
+
+def test_worker_error_writes_a_final_snapshot(in_tmp_cwd):
+    # Global env 2 (the second worker's first) raises at its 100th step: iteration 6.
+    sampler = CpuSampler(EnvCls=CrashingEnv, env_kwargs=dict(crash_at=100, crash_rank=1),
+                         batch_T=16, batch_B=4, max_decorrelation_steps=0)
+    runner = MinibatchRl(algo=PPO(), agent=CategoricalPgAgent(), sampler=sampler, n_steps=1e5,
+                         log_interval_steps=1e5, seed=0, affinity=dict(workers_cpus=[0, 1]))
+    with pytest.raises(WorkerError, match="env exploded"):
+        with logger_context("crash", 0, "crash", snapshot_mode="last") as run_dir:
+            runner.train()
+    with open(os.path.join(run_dir, "debug.log")) as f:
+        log = f.read()
+    assert "Training stopped by WorkerError" in log
+    assert f"final snapshot of iteration {runner.last_completed_itr} written" in log
+    snapshot = torch.load(os.path.join(run_dir, "params.pkl"), weights_only=True)
+    assert snapshot["itr"] == runner.last_completed_itr == 5

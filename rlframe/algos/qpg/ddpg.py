@@ -52,14 +52,8 @@ class DDPG(OffPolicyAlgorithm):
         initial_optim_state_dict: ``{"q": ..., "mu": ...}`` to resume from.
         clip_grad_norm: max gradient norm of each network.
         q_target_clip: bound on the TD target ``y``.
-        n_step_return: rewards summed before bootstrapping.
-        updates_per_sync: updates per iteration in asynchronous runners.
-        bootstrap_timelimit: leave transitions cut by a time limit out of the
-            losses instead of treating the cut as a termination (see
-            :mod:`rlframe.algos.off_policy`); needs ``env_info.timeout``.
-        ReplayBufferCls: replay class instead of the default (uniform n-step
-            replay, time-limit aware with ``bootstrap_timelimit``), built with
-            rlpyt's keyword arguments.
+        n_step_return, updates_per_sync, bootstrap_timelimit, ReplayBufferCls: as
+            :class:`~rlframe.algos.off_policy.OffPolicyAlgorithm`.
     """
 
     agent: DdpgAgent
