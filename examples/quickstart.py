@@ -17,7 +17,7 @@ from rlframe.utils.logging import logger
 from rlframe.utils.logging.context import logger_context
 
 
-def build_and_train(n_steps: float = 150e3, seed: int = 0, run_ID: int = 0) -> str:
+def build_and_train(n_steps: float = 150 * 1024, seed: int = 0, run_ID: int = 0) -> str:
     sampler = SerialSampler(
         EnvCls=gym_make,
         env_kwargs=dict(id="CartPole-v1"),
@@ -55,7 +55,8 @@ def build_and_train(n_steps: float = 150e3, seed: int = 0, run_ID: int = 0) -> s
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--n_steps", type=float, default=150e3, help="total env steps")
+    parser.add_argument("--n_steps", type=float, default=150 * 1024,
+                        help="total env steps (150 iterations of 8 x 128)")
     parser.add_argument("--seed", type=int, default=0, help="random seed")
     parser.add_argument("--run_ID", type=int, default=0, help="run identifier")
     args = parser.parse_args()
