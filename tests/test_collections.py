@@ -112,3 +112,12 @@ def test_dict_to_namedtuple_round_trip_nested():
     assert type(nt.inner.deeper).__name__ == "cfg_inner_deeper"
     assert nt.inner.deeper.y == 3
     assert namedtuple_to_dict(nt) == d
+
+
+def test_iter_leaves_paths_through_dicts_namedtuples_and_lists():
+    from rlframe.utils.collections import iter_leaves
+    Inputs = namedarraytuple("Inputs", ["observation", "prev_action"])
+    tree = dict(batch=Inputs(observation=1, prev_action=[2, 3]), state={"w": 4})
+    assert iter_leaves(tree) == [("batch.observation", 1), ("batch.prev_action.0", 2),
+                                 ("batch.prev_action.1", 3), ("state.w", 4)]
+    assert iter_leaves(5) == [("", 5)]

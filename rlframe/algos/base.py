@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterable, NamedTuple
 
 import torch
 
+from rlframe.utils.collections import iter_leaves
 from rlframe.utils.logging import logger
 from rlframe.utils.tensor import clip_grad_norm
 
@@ -186,14 +187,3 @@ def non_finite_source(samples: Any, agent: Any) -> str:
     return ("the batch and the agent's parameters are finite, so the model outputs or the "
             "loss went non-finite (e.g. a log of zero or an overflow): check the model and "
             "the learning rate.")
-
-
-def iter_leaves(tree: Any, path: str = "") -> list[tuple[str, Any]]:
-    """``(dotted field path, leaf)`` of every leaf of nested (named) tuples."""
-    if isinstance(tree, tuple):
-        fields = getattr(tree, "_fields", None) or [str(i) for i in range(len(tree))]
-        out: list[tuple[str, Any]] = []
-        for name, value in zip(fields, tree):
-            out.extend(iter_leaves(value, f"{path}.{name}" if path else name))
-        return out
-    return [(path, tree)]

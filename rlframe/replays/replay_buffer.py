@@ -35,6 +35,7 @@ from rlframe.replays.layouts import SequenceLayout, TransitionLayout
 from rlframe.replays.sampling import PrioritizedSampling, UniformSampling
 from rlframe.replays.storage import RingStorage
 from rlframe.replays.targets import NStepTargets
+from rlframe.utils.collections import namedarraytuple, namedarraytuple_like
 
 if TYPE_CHECKING:
     import torch
@@ -329,7 +330,6 @@ class ReplayBuffer(BaseReplayBuffer):
 
 def _stored_type(example: NamedArrayTuple, fields: tuple[str, ...]) -> type[NamedArrayTuple]:
     """The example's namedarraytuple type, or one with only ``fields``."""
-    from rlframe.utils.collections import namedarraytuple, namedarraytuple_like
     if fields == tuple(example._fields):
         return namedarraytuple_like(example)
     return namedarraytuple(type(example).__name__, fields)

@@ -16,6 +16,7 @@ from rlframe.runners.callbacks import Callback, check_callbacks
 from rlframe.utils.checks import as_int, positive_int
 from rlframe.utils.launching.pinning import (check_affinity, check_cuda_device, set_cpu_affinity,
                                              set_torch_threads)
+from rlframe.utils.collections import iter_leaves
 from rlframe.utils.logging import logger
 from rlframe.utils.prog_bar import ProgBarCounter
 from rlframe.utils.seed import make_seed, set_seed
@@ -23,15 +24,6 @@ from rlframe.utils.seed import make_seed, set_seed
 
 def _raise_system_exit(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)
-
-
-def _leaves(tree: Any) -> list:
-    """Leaves of nested dicts, lists and tuples (e.g. an agent's state dict)."""
-    if isinstance(tree, dict):
-        return [leaf for value in tree.values() for leaf in _leaves(value)]
-    if isinstance(tree, (list, tuple)):
-        return [leaf for value in tree for leaf in _leaves(value)]
-    return [tree]
 
 
 class MinibatchRlBase(BaseRunner):
@@ -274,7 +266,7 @@ class MinibatchRlBase(BaseRunner):
 
     def agent_weights_finite(self) -> bool:
         """Whether every parameter and buffer of the agent's state holds finite values."""
-        tensors = [t for t in _leaves(self.agent.state_dict())
+        tensors = [t for _, t in iter_leaves(self.agent.state_dict())
                    if isinstance(t, torch.Tensor) and t.is_floating_point()]
         return all(bool(torch.isfinite(t).all()) for t in tensors)
 

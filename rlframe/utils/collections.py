@@ -313,8 +313,27 @@ def iter_fields(nt: NamedTuple | NamedArrayTuple) -> Iterator[tuple[str, Any]]:
     return zip(nt._fields, nt)
 
 
+def iter_leaves(tree: Any, path: str = "") -> list[tuple[str, Any]]:
+    """``(dotted path, leaf)`` of every leaf of nested dicts, (named)tuples and lists.
+
+    Paths join dict keys, namedtuple field names and list/tuple indexes, e.g.
+    ``"agent_inputs.observation"`` or ``"model.0.weight"``.
+    """
+    if isinstance(tree, dict):
+        items = [(str(key), value) for key, value in tree.items()]
+    elif isinstance(tree, (tuple, list)):
+        names = getattr(tree, "_fields", None) or [str(i) for i in range(len(tree))]
+        items = list(zip(names, tree))
+    else:
+        return [(path, tree)]
+    out: list[tuple[str, Any]] = []
+    for name, value in items:
+        out.extend(iter_leaves(value, f"{path}.{name}" if path else name))
+    return out
+
+
 __all__: Iterable[str] = [
     "namedarraytuple", "namedtuple_cls", "is_namedtuple_class", "is_namedarraytuple_class",
     "is_namedtuple", "is_namedarraytuple", "namedarraytuple_like", "AttrDict",
-    "dict_to_namedtuple", "namedtuple_to_dict",
+    "dict_to_namedtuple", "namedtuple_to_dict", "iter_fields", "iter_leaves",
 ]
