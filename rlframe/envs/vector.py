@@ -1,0 +1,213 @@
+"""B envs stepped as one: the interface the samplers' stepping core drives.
+
+A :class:`VecEnv` takes and returns whole rows: actions ``[n]`` in, and
+``VecStep(observation [n], reward [n], done [n], env_info [n])`` out, where
+``n`` is ``num_envs`` or the number of envs named by ``idx``. Semantics are
+those of one rlframe :class:`~rlframe.envs.base.Env` per row:
+
+* ``done`` is ``terminated or truncated``; ``env_info.timeout`` is True when
+  the episode was truncated (time limit) and not terminated;
+* after ``done`` the observation is the episode's last one; nothing resets by
+  itself: the caller resets finished envs with :meth:`VecEnv.reset` (``idx``);
+* :meth:`VecEnv.seed` makes env ``b`` start its next episode from ``seed + b``.
+
+Backends (the samplers' ``env_backend`` argument):
+
+* ``"plain"`` (:class:`EnvList`): one rlframe env per row, stepped in turn; the
+  fastest path for cheap Python envs, and the one every env class supports.
+* ``"gymnasium"`` / ``"gymnasium_async"``: gymnasium's ``SyncVectorEnv`` /
+  ``AsyncVectorEnv`` (:mod:`rlframe.envs.gym_vector`).
+* ``"envpool"``: EnvPool's C++ vector envs (:mod:`rlframe.envs.envpool`,
+  the ``envpool`` extra).
+"""
+from __future__ import annotations
+
+from collections import namedtuple
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+import numpy as np
+
+from rlframe.utils.buffer import buffer_from_example
+from rlframe.utils.collections import is_namedtuple
+
+if TYPE_CHECKING:
+    from rlframe.envs.base import Env, EnvSpaces
+
+ENV_BACKENDS = ("plain", "gymnasium", "gymnasium_async", "envpool")
+
+VecStep = namedtuple("VecStep", ["observation", "reward", "done", "env_info"])
+"""Rows returned by :meth:`VecEnv.step` (numpy; ``reward`` float32, ``done`` bool)."""
+
+
+class VecEnv:
+    """``num_envs`` envs stepped together; rows are numpy with a leading [n] dim.
+
+    Returned rows may be views of the backend's own buffers, valid until its
+    next ``step`` or ``reset``: callers copy what they keep.
+
+    Attributes:
+        num_envs: B, the number of envs.
+        spaces: ``EnvSpaces`` of one env (rlframe spaces).
+        horizon: the time limit of one episode, or None.
+        steps_subsets: whether ``step(action, idx)`` may name a subset of envs
+            (needed to hold finished envs idle, e.g. ``CpuWaitResetCollector``).
+        envs: the per-env rlframe envs where the backend has them (else ``[]``).
+    """
+
+    num_envs: int
+    spaces: EnvSpaces
+    horizon: int | None = None
+    steps_subsets: bool = True
+    envs: Sequence[Env] = ()
+
+    def reset(self, idx: np.ndarray | None = None) -> Any:
+        """Start new episodes in every env (or those in ``idx``).
+
+        Returns:
+            observation rows [n] (an array, or a namedarraytuple of arrays).
+        """
+        raise NotImplementedError
+
+    def step(self, action: Any, idx: np.ndarray | None = None) -> VecStep:
+        """Step every env (or those in ``idx``) once.
+
+        Args:
+            action: action rows [n], aligned with ``idx`` when given.
+            idx: int array of env indexes (sorted, unique), or None for all.
+
+        Returns:
+            ``VecStep(observation [n], reward float32 [n], done bool [n],
+            env_info [n])``; ``env_info`` is a namedarraytuple with at least a
+            bool ``timeout`` field (plus ``traj_done`` for envs whose ``done``
+            does not end the trajectory, e.g. Atari's episodic lives).
+        """
+        raise NotImplementedError
+
+    def seed(self, seed: int | None) -> None:
+        """Env ``b`` starts its next episode from ``seed + b`` (``None``: unseeded).
+
+        Seeds each env's spaces too, where the backend has them.
+        """
+        raise NotImplementedError
+
+    def sample_actions(self) -> Any:
+        """Random action rows [B], from each env's action space."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release the envs."""
+
+
+class EnvList(VecEnv):
+    """The plain backend: one rlframe :class:`~rlframe.envs.base.Env` per row.
+
+    Args:
+        envs: the B envs; every env must have the same spaces and info fields.
+    """
+
+    def __init__(self, envs: Sequence[Env]):
+        if len(envs) == 0:
+            raise ValueError("EnvList needs at least one env, got envs=[].")
+        self.envs = list(envs)
+        self.num_envs = len(self.envs)
+        env = self.envs[0]
+        self.spaces = env.spaces
+        self.horizon = env.horizon
+        self._obs_buf: Any = None  # Row buffers, allocated from the first step.
+        self._info_buf: Any = None
+        self._info_leaves: list[np.ndarray] | None = None
+        self._reward = np.zeros(self.num_envs, dtype=np.float32)
+        self._done = np.zeros(self.num_envs, dtype=bool)
+        self._scalar_action = False
+
+    def reset(self, idx: np.ndarray | None = None) -> Any:
+        envs = self.envs if idx is None else [self.envs[i] for i in idx]
+        observations = [env.reset() for env in envs]
+        if self._obs_buf is None:
+            self._obs_buf = buffer_from_example(observations[0], self.num_envs)
+        return _fill_rows(self._obs_buf, observations)
+
+    def step(self, action: Any, idx: np.ndarray | None = None) -> VecStep:
+        envs = self.envs if idx is None else [self.envs[i] for i in idx]
+        n = len(envs)
+        if isinstance(action, np.ndarray) and action.ndim == 1:
+            action = action.tolist()  # Python scalars: the cheapest to hand to an env.
+        steps = [env.step(a) for env, a in zip(envs, action)]
+        if self._obs_buf is None:
+            self._obs_buf = buffer_from_example(steps[0][0], self.num_envs)
+        if self._info_buf is None:
+            self._allocate_info(steps[0][3])
+        observation = _fill_rows(self._obs_buf, [s[0] for s in steps])
+        reward, done = self._reward[:n], self._done[:n]
+        reward[:] = [s[1] for s in steps]
+        done[:] = [s[2] for s in steps]
+        infos = [s[3] for s in steps]
+        if self._info_leaves is not None:  # Flat info: one assignment per field.
+            for j, leaf in enumerate(self._info_leaves):
+                leaf[:n] = [info[j] for info in infos]
+            env_info = self._info_buf[:n]
+        else:
+            env_info = _fill_rows(self._info_buf, infos)
+        return VecStep(observation, reward, done, env_info)
+
+    def seed(self, seed: int | None) -> None:
+        from rlframe.utils.seed import set_envs_seeds
+        set_envs_seeds(self.envs, seed)
+
+    def sample_actions(self) -> Any:
+        actions = [env.action_space.sample() for env in self.envs]
+        return _fill_rows(buffer_from_example(actions[0], self.num_envs), actions)
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+    def _allocate_info(self, info_example: Any) -> None:
+        self._info_buf = buffer_from_example(info_example, self.num_envs)
+        if is_namedtuple(info_example) and not any(is_namedtuple(v) for v in info_example):
+            self._info_leaves = list(self._info_buf)
+
+
+def _fill_rows(buf: Any, rows: list) -> Any:
+    """Write ``rows`` into the first ``len(rows)`` rows of ``buf``; return that view."""
+    n = len(rows)
+    if isinstance(buf, np.ndarray):
+        buf[:n] = rows
+        return buf[:n]
+    for i, row in enumerate(rows):
+        buf[i] = row
+    return buf[:n]
+
+
+def as_vec_env(envs: VecEnv | Sequence[Env]) -> VecEnv:
+    """A :class:`VecEnv` as it is, or a list of envs as an :class:`EnvList`."""
+    return envs if isinstance(envs, VecEnv) else EnvList(envs)
+
+
+def check_env_backend(env_backend: str) -> str:
+    """Return ``env_backend`` if it names a backend, else raise ValueError naming the choices."""
+    if env_backend not in ENV_BACKENDS:
+        raise ValueError(f"env_backend={env_backend!r} is not a vector env backend; "
+                         f"choose one of {ENV_BACKENDS}.")
+    return env_backend
+
+
+def make_vec_env(env_backend: str, EnvCls: Callable[..., Env], env_kwargs: dict,
+                 n_envs: int) -> VecEnv:
+    """Build ``n_envs`` envs of ``EnvCls(**env_kwargs)`` as one :class:`VecEnv`.
+
+    Args:
+        env_backend: one of ``ENV_BACKENDS`` (see the module docstring).
+        EnvCls: the sampler's env class or factory.
+        env_kwargs: its keyword arguments.
+        n_envs: B.
+    """
+    check_env_backend(env_backend)
+    if env_backend == "plain":
+        return EnvList([EnvCls(**env_kwargs) for _ in range(n_envs)])
+    if env_backend in ("gymnasium", "gymnasium_async"):
+        from rlframe.envs.gym_vector import GymVecEnv
+        return GymVecEnv.from_env_cls(EnvCls, env_kwargs, n_envs,
+                                      asynchronous=env_backend == "gymnasium_async")
+    from rlframe.envs.envpool import EnvPoolVecEnv
+    return EnvPoolVecEnv.from_env_cls(EnvCls, env_kwargs, n_envs)
