@@ -14,7 +14,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCHMARKS = os.path.join(ROOT, "benchmarks")
 
 CASES = {
-    "sampler_throughput.py": ["--steps", "512", "--batch_B", "1", "2", "--batch_T", "16"],
+    "sampler_throughput.py": ["--steps", "512", "--batch_B", "1", "2", "--batch_T", "16",
+                              "--rounds", "1"],
     "parallel_sampling.py": ["--env_id", "Pendulum-v1", "--batch_T", "16", "--batch_B", "2",
                              "--n_itr", "1"],
     "replay_throughput.py": ["--seconds", "0.05"],
@@ -22,7 +23,7 @@ CASES = {
     "sac_updates.py": ["--rounds", "1", "--updates", "4"],
 }
 RATIO = {  # What each script's table prints next to its figures.
-    "sampler_throughput.py": r"\d+\.\d\d",
+    "sampler_throughput.py": r"\d+\.\d\d\s+\d+\.\d\d",
     "parallel_sampling.py": r"ceiling: 2 x Serial\s+2\s+[\d,]+\s+\d+\.\d\d",
     "replay_throughput.py": r"append\s+[\d,]+\s+[\d,]+\s+[\d,]+\s+\d+\.\d",
     "dqn_updates.py": r"ratio \d\.\d{3}",

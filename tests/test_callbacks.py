@@ -180,7 +180,7 @@ def test_on_shutdown_runs_when_the_run_raises(data_dir):
         train(runner)
     assert crash.calls[-1] == ("shutdown",)
     assert [c[0] for c in crash.calls].count("shutdown") == 1
-    assert runner.sampler.envs == []  # The sampler was shut down too.
+    assert runner.sampler.envs is None  # The sampler was shut down too.
 
 
 def test_bad_callbacks_argument():

@@ -15,7 +15,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from rlframe.models.utils import strip_ddp_state_dict
-from rlframe.utils.buffer import buffer_func, buffer_method, torchify_buffer
+from rlframe.utils.buffer import buffer_func, buffer_method, buffer_to, torchify_buffer
 from rlframe.utils.collections import namedarraytuple
 from rlframe.utils.logging import logger
 from rlframe.utils.synchronize import RWLock
@@ -212,6 +212,17 @@ class BaseAgent:
         Called by the policy-gradient algorithms every iteration. Nothing to do
         here; agents whose model normalizes observations override it.
         """
+
+    def on_device(self, buffer_: Any) -> Any:
+        """``buffer_`` (tensors, tuples of them) on the agent's device.
+
+        On the CPU it is returned as it is: sampler and replay tensors are CPU tensors.
+        """
+        return buffer_ if self.device.type == "cpu" else buffer_to(buffer_, self.device)
+
+    def on_cpu(self, buffer_: Any) -> Any:
+        """Model outputs moved to the CPU (returned as they are from a CPU model)."""
+        return buffer_ if self.device.type == "cpu" else buffer_to(buffer_, "cpu")
 
     def reset(self) -> None:
         """Start of new episodes in every env (recurrent agents clear state)."""

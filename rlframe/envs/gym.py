@@ -33,6 +33,7 @@ from rlframe.spaces.gym_wrapper import GymSpaceWrapper, to_identifier
 from rlframe.utils.collections import is_namedtuple, namedtuple_cls
 
 INFO_NAME = "info"
+_INT_ACTIONS = (np.int64, int)  # Handed to Discrete spaces without conversion.
 
 
 class GymEnvWrapper(Env):
@@ -60,6 +61,11 @@ class GymEnvWrapper(Env):
             env.observation_space, null_value=obs_null_value, name="obs",
             force_float32=force_float32)
         self._horizon: int | None = _find_horizon(env)
+        # Fast paths of step(): int64 or Python ints go to Discrete envs as they are, and
+        # observations already of the converted dtype are not converted again.
+        self._int_actions: bool = isinstance(env.action_space, gym.spaces.Discrete)
+        self._obs_dtype: np.dtype | None = (None if self._observation_space.is_composite
+                                            else self._observation_space.dtype)
         self._next_reset_seed: int | None = None
         self._warned_keys: set[str] = set()
 
@@ -87,7 +93,8 @@ class GymEnvWrapper(Env):
             ``env_info.timeout = truncated and not terminated``.
         """
         obs, reward, terminated, truncated, info = self.env.step(
-            self._action_space.revert(action))
+            action if self._int_actions and type(action) in _INT_ACTIONS
+            else self._action_space.revert(action))
         timeout = bool(truncated) and not bool(terminated)
         if not info:
             env_info = self._empty_infos[timeout]
@@ -99,8 +106,9 @@ class GymEnvWrapper(Env):
                                       dropped)
                 if dropped:
                     self._warn_dropped(dropped)
-        return EnvStep(self._observation_space.convert(obs), np.float32(reward),
-                       bool(terminated or truncated), env_info)
+        if type(obs) is not np.ndarray or obs.dtype != self._obs_dtype:
+            obs = self._observation_space.convert(obs)
+        return EnvStep(obs, np.float32(reward), bool(terminated or truncated), env_info)
 
     def reset(self) -> Any:
         """Start an episode (seeded if :meth:`seed` was called since); return the observation."""

@@ -130,18 +130,16 @@ class EnvList(VecEnv):
     def step(self, action: Any, idx: np.ndarray | None = None) -> VecStep:
         envs = self.envs if idx is None else [self.envs[i] for i in idx]
         n = len(envs)
-        if isinstance(action, np.ndarray) and action.ndim == 1:
-            action = action.tolist()  # Python scalars: the cheapest to hand to an env.
         steps = [env.step(a) for env, a in zip(envs, action)]
         if self._obs_buf is None:
             self._obs_buf = buffer_from_example(steps[0][0], self.num_envs)
         if self._info_buf is None:
             self._allocate_info(steps[0][3])
-        observation = _fill_rows(self._obs_buf, [s[0] for s in steps])
+        observations, rewards, dones, infos = zip(*steps)
+        observation = _fill_rows(self._obs_buf, observations)
         reward, done = self._reward[:n], self._done[:n]
-        reward[:] = [s[1] for s in steps]
-        done[:] = [s[2] for s in steps]
-        infos = [s[3] for s in steps]
+        reward[:] = rewards
+        done[:] = dones
         if self._info_leaves is not None:  # Flat info: one assignment per field.
             for j, leaf in enumerate(self._info_leaves):
                 leaf[:n] = [info[j] for info in infos]
@@ -168,7 +166,7 @@ class EnvList(VecEnv):
             self._info_leaves = list(self._info_buf)
 
 
-def _fill_rows(buf: Any, rows: list) -> Any:
+def _fill_rows(buf: Any, rows: Sequence) -> Any:
     """Write ``rows`` into the first ``len(rows)`` rows of ``buf``; return that view."""
     n = len(rows)
     if isinstance(buf, np.ndarray):

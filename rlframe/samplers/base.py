@@ -3,11 +3,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
+from rlframe.envs.vector import check_env_backend, make_vec_env
 from rlframe.samplers.collections import BatchSpec, TrajInfo
 from rlframe.utils.checks import as_int, positive_int
 
 if TYPE_CHECKING:
     from rlframe.envs.base import Env
+    from rlframe.envs.vector import VecEnv
     from rlframe.samplers.collections import Examples, Samples
 
 
@@ -30,6 +32,12 @@ class BaseSampler:
         eval_env_kwargs: keyword arguments for evaluation envs (required with eval_n_envs).
         eval_max_steps: total env steps across eval envs per evaluation.
         eval_max_trajectories: stop evaluation once this many trajectories completed.
+        env_backend: how the B envs of a collector are stepped: ``"plain"`` (one
+            ``EnvCls`` env per column, stepped in turn; the default and fastest for
+            Python envs), ``"gymnasium"`` / ``"gymnasium_async"`` (gymnasium's
+            Sync/AsyncVectorEnv over the env ``EnvCls`` wraps) or ``"envpool"``
+            (EnvPool's C++ envs, by the env id; the ``envpool`` extra). See
+            :mod:`rlframe.envs.vector`.
     """
 
     alternating: bool = False
@@ -38,7 +46,8 @@ class BaseSampler:
                  batch_B: int, CollectorCls: type, max_decorrelation_steps: int = 100,
                  TrajInfoCls: type[TrajInfo] = TrajInfo, eval_n_envs: int = 0,
                  eval_CollectorCls: type | None = None, eval_env_kwargs: dict | None = None,
-                 eval_max_steps: int | None = None, eval_max_trajectories: int | None = None):
+                 eval_max_steps: int | None = None, eval_max_trajectories: int | None = None,
+                 env_backend: str = "plain"):
         if not callable(EnvCls):
             raise TypeError(f"EnvCls must be callable (an env class or factory), got {EnvCls!r}.")
         env_kwargs = {} if env_kwargs is None else env_kwargs
@@ -71,6 +80,13 @@ class BaseSampler:
             if self.eval_max_steps < self.eval_n_envs:
                 raise ValueError(f"eval_max_steps={self.eval_max_steps} must be at least "
                                  f"eval_n_envs={self.eval_n_envs} (one step per env).")
+        self.env_backend = check_env_backend(env_backend)
+        if not CollectorCls.mid_batch_reset and env_backend in ("gymnasium", "gymnasium_async"):
+            raise ValueError(
+                f"env_backend={env_backend!r} steps every env at once, so it cannot hold "
+                f"finished envs idle as CollectorCls={CollectorCls.__name__} "
+                "(mid_batch_reset=False) needs; use env_backend='plain' or 'envpool', or a "
+                "collector that resets mid-batch.")
         self._check_env_ids()
         self.batch_spec = BatchSpec(self.batch_T, self.batch_B)
         self.mid_batch_reset = CollectorCls.mid_batch_reset
@@ -102,6 +118,11 @@ class BaseSampler:
     def make_env(self, eval: bool = False) -> Env:
         """Build one training (or evaluation) env."""
         return self.EnvCls(**(self.eval_env_kwargs if eval else self.env_kwargs))
+
+    def make_vec_env(self, n_envs: int, eval: bool = False) -> VecEnv:
+        """Build ``n_envs`` training (or evaluation) envs on ``env_backend``."""
+        return make_vec_env(self.env_backend, self.EnvCls,
+                            self.eval_env_kwargs if eval else self.env_kwargs, n_envs)
 
     def initialize(self, *args: Any, **kwargs: Any) -> Examples:
         raise NotImplementedError

@@ -9,7 +9,9 @@ import torch
 from rlframe.agents.base import AgentInputs
 from rlframe.samplers.collections import (AgentSamples, AgentSamplesBsv, BatchSpec,
                                           EnvSamples, Samples)
-from rlframe.utils.buffer import buffer_from_example, numpify_buffer, torchify_buffer
+from rlframe.envs.vector import VecEnv
+from rlframe.utils.buffer import (buffer_from_example, buffer_method, numpify_buffer,
+                                  torchify_buffer)
 
 if TYPE_CHECKING:
     from rlframe.agents.base import BaseAgent
@@ -66,18 +68,30 @@ def build_samples_buffer(agent: BaseAgent, env: Env, batch_spec: BatchSpec,
 
 
 @torch.no_grad()
-def get_example_outputs(agent: BaseAgent, env: Env, examples: Examples | None = None,
+def get_example_outputs(agent: BaseAgent, env: Env | VecEnv, examples: Examples | None = None,
                         subprocess: bool = False) -> Examples:
     """One reset and one random step of ``env`` and one ``agent.step``.
+
+    Args:
+        agent: an initialized agent.
+        env: an rlframe env, or a VecEnv (its first env's values are used).
+        examples: dict to fill (a new one if None).
+        subprocess: accepted for rlpyt compatibility (ignored).
 
     Returns:
         dict with keys ``observation, reward, done, env_info, action, agent_info``
         holding single (unbatched) values whose shapes and dtypes size the buffers.
     """
     examples = {} if examples is None else examples
-    o = env.reset()
-    a = env.action_space.sample()
-    o, r, d, env_info = env.step(a)
+    if isinstance(env, VecEnv):
+        env.reset()
+        vec_step = env.step(env.sample_actions())
+        a = buffer_method(env.sample_actions()[0], "copy")
+        o, r, d, env_info = (buffer_method(x[0], "copy") for x in vec_step)
+    else:
+        env.reset()
+        a = env.action_space.sample()
+        o, r, d, env_info = env.step(a)
     r = np.asarray(r, dtype="float32")
     agent.reset()
     agent_inputs = torchify_buffer(AgentInputs(o, a, r))

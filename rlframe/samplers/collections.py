@@ -61,6 +61,14 @@ class TrajInfo(AttrDict):
     ``super().__init__(**kwargs)``, so that the sampler's ``traj_info_kwargs``
     (e.g. ``discount``) reach this class.
 
+    How samplers use it (:class:`~rlframe.samplers.stepping.TrajTracker`): while
+    ``step`` is this class's own, the four statistics are kept in arrays over
+    all envs and copied into a new instance when a trajectory ends, so a
+    subclass that only adds keys in ``__init__`` or overrides :meth:`terminate`
+    costs nothing per step. A subclass that overrides ``step`` gets one
+    instance per env and a ``step`` call per env step, with that env's
+    observation, action, reward, done, agent_info and env_info.
+
     Args:
         discount: discount of ``DiscountedReturn``, stored on the instance as
             ``_discount`` (samplers pass the algorithm's ``discount``).

@@ -140,22 +140,40 @@ def numpify_buffer(buffer_: Any) -> Any:
     if buffer_ is None:
         return None
     if isinstance(buffer_, torch.Tensor):
-        return buffer_.detach().cpu().numpy()
+        try:
+            return buffer_.numpy()  # CPU tensors without grad: the common, cheapest case.
+        except (RuntimeError, TypeError):
+            return buffer_.detach().cpu().numpy()
     if isinstance(buffer_, tuple):
         return _rebuild(buffer_, [numpify_buffer(b) for b in buffer_])
     return buffer_
 
 
 def buffer_to(buffer_: Any, device: torch.device | str | int | None = None) -> Any:
-    """Move every tensor to ``device`` (numpy arrays raise TypeError)."""
+    """Move every tensor to ``device`` (numpy arrays raise TypeError).
+
+    Tensors already there, and (namedarray)tuples all of whose leaves are, are
+    returned as they are: no copies, no rebuilt tuples.
+    """
     if buffer_ is None:
         return None
+    if device is not None and not isinstance(device, torch.device):
+        device = torch.device(device)
+    return _buffer_to(buffer_, device)
+
+
+def _buffer_to(buffer_: Any, device: torch.device | None) -> Any:
     if isinstance(buffer_, torch.Tensor):
-        return buffer_.to(device)
+        return buffer_ if buffer_.device == device else buffer_.to(device)
     if isinstance(buffer_, np.ndarray):
         raise TypeError("Cannot move numpy array to device: torchify_buffer() it first.")
     if isinstance(buffer_, tuple):
-        return _rebuild(buffer_, [buffer_to(b, device) for b in buffer_])
+        moved = [None if b is None else _buffer_to(b, device) for b in buffer_]
+        if is_namedtuple(buffer_) and not is_namedarraytuple(buffer_):
+            return _rebuild(buffer_, moved)  # Plain namedtuples become namedarraytuples.
+        if all(m is b for m, b in zip(moved, buffer_)):
+            return buffer_
+        return _rebuild(buffer_, moved)
     return buffer_
 
 

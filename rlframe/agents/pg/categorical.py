@@ -68,7 +68,7 @@ class CategoricalPgAgent(BaseAgent):
     def _model_inputs(self, observation: TensorTree, prev_action: torch.Tensor,
                       prev_reward: torch.Tensor) -> tuple:
         prev_action = self.distribution.to_onehot(prev_action)
-        return buffer_to((observation, prev_action, prev_reward), device=self.device)
+        return self.on_device((observation, prev_action, prev_reward))
 
     def __call__(self, observation: TensorTree, prev_action: torch.Tensor,
                  prev_reward: torch.Tensor) -> tuple[DistInfo, torch.Tensor]:
@@ -83,7 +83,7 @@ class CategoricalPgAgent(BaseAgent):
         dist_info = DistInfo(prob=pi)
         action = self.distribution.sample(dist_info)
         agent_info = AgentInfo(dist_info=dist_info, value=value)
-        action, agent_info = buffer_to((action, agent_info), device="cpu")
+        action, agent_info = self.on_cpu((action, agent_info))
         return AgentStep(action=action, agent_info=agent_info)
 
     @torch.no_grad()
@@ -112,7 +112,7 @@ class RecurrentCategoricalPgAgentBase(CategoricalPgAgent):
                  ) -> tuple[DistInfo, torch.Tensor, TensorTree]:
         """Training pass over [T, B] sequences from ``init_rnn_state`` [N, B, H]."""
         model_inputs = self._model_inputs(observation, prev_action, prev_reward)
-        init_rnn_state = buffer_to(init_rnn_state, device=self.device)
+        init_rnn_state = self.on_device(init_rnn_state)
         pi, value, next_rnn_state = self.model(*model_inputs, init_rnn_state)
         dist_info, value = buffer_to((DistInfo(prob=pi), value), device="cpu")
         return dist_info, value, next_rnn_state
@@ -121,7 +121,7 @@ class RecurrentCategoricalPgAgentBase(CategoricalPgAgent):
     def step(self, observation: TensorTree, prev_action: torch.Tensor,
              prev_reward: torch.Tensor) -> AgentStep:
         model_inputs = self._model_inputs(observation, prev_action, prev_reward)
-        rnn_state = buffer_to(self.prev_rnn_state, device=self.device)
+        rnn_state = self.on_device(self.prev_rnn_state)
         pi, value, rnn_state = self.model(*model_inputs, rnn_state)
         dist_info = DistInfo(prob=pi)
         action = self.distribution.sample(dist_info)
@@ -130,7 +130,7 @@ class RecurrentCategoricalPgAgentBase(CategoricalPgAgent):
             prev_rnn_state = zeros_like_rnn_state(rnn_state)
         agent_info = AgentInfoRnn(dist_info=dist_info, value=value,
                                   prev_rnn_state=rnn_state_batch_first(prev_rnn_state))
-        action, agent_info = buffer_to((action, agent_info), device="cpu")
+        action, agent_info = self.on_cpu((action, agent_info))
         self.advance_rnn_state(rnn_state)
         return AgentStep(action=action, agent_info=agent_info)
 
@@ -139,7 +139,7 @@ class RecurrentCategoricalPgAgentBase(CategoricalPgAgent):
               prev_reward: torch.Tensor) -> torch.Tensor:
         """Bootstrap value [B] from the current RNN state (the state is not advanced)."""
         model_inputs = self._model_inputs(observation, prev_action, prev_reward)
-        rnn_state = buffer_to(self.prev_rnn_state, device=self.device)
+        rnn_state = self.on_device(self.prev_rnn_state)
         _pi, value, _rnn_state = self.model(*model_inputs, rnn_state)
         return value.to("cpu")
 

@@ -121,14 +121,15 @@ class ParallelSamplerBase(BaseSampler):
         self.ctx = mp.get_context(self.start_method)
         self.master_pid = os.getpid()
 
-        env = self.make_env()
-        env_spaces = env.spaces
-        self._agent_init(agent, env_spaces, global_B=self.global_B,
-                         env_ranks=list(range(env_rank_offset, env_rank_offset + B)))
-        samples_pyt, samples_np, examples = build_samples_buffer(
-            agent, env, self.batch_spec, bootstrap_value, agent_shared=True, env_shared=True,
-            subprocess=False)
-        env.close()
+        env = self.make_vec_env(1)  # For the spaces and one example step.
+        try:
+            self._agent_init(agent, env.spaces, global_B=self.global_B,
+                             env_ranks=list(range(env_rank_offset, env_rank_offset + B)))
+            samples_pyt, samples_np, examples = build_samples_buffer(
+                agent, env, self.batch_spec, bootstrap_value, agent_shared=True,
+                env_shared=True, subprocess=False)
+        finally:
+            env.close()
         self.agent = agent
         self.samples_pyt, self.samples_np = samples_pyt, samples_np
         self.examples = examples
@@ -188,6 +189,7 @@ class ParallelSamplerBase(BaseSampler):
         return dict(
             EnvCls=self.EnvCls,
             env_kwargs=self.env_kwargs,
+            env_backend=self.env_backend,
             agent=None if self.gpu else self.agent,
             batch_T=self.batch_spec.T,
             CollectorCls=self.CollectorCls,

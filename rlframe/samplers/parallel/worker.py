@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Iterable
 import psutil
 import torch
 
+from rlframe.envs.vector import make_vec_env
 from rlframe.utils.launching.pinning import set_cpu_affinity
 from rlframe.utils.logging import logger
-from rlframe.utils.seed import set_envs_seeds, set_seed
+from rlframe.utils.seed import set_seed
 
 if TYPE_CHECKING:
     from multiprocessing.synchronize import Semaphore
@@ -80,11 +81,12 @@ def sampling_process(common_kwargs: dict, worker_kwargs: dict) -> None:
     """
     c, w = common_kwargs, worker_kwargs
     ctrl = c["ctrl"]
-    envs, eval_envs = [], []
+    venvs = []
     try:
         initialize_worker(w["rank"], w["seed"], w["cpus"], c["torch_threads"])
-        envs = [c["EnvCls"](**c["env_kwargs"]) for _ in range(w["n_envs"])]
-        set_envs_seeds(envs, w["env_seed"])
+        envs = make_vec_env(c["env_backend"], c["EnvCls"], c["env_kwargs"], w["n_envs"])
+        venvs.append(envs)
+        envs.seed(w["env_seed"])
         collector = c["CollectorCls"](
             rank=w["rank"], envs=envs, samples_np=w["samples_np"], batch_T=c["batch_T"],
             TrajInfoCls=c["TrajInfoCls"], agent=c.get("agent"), sync=w.get("sync"),
@@ -92,8 +94,10 @@ def sampling_process(common_kwargs: dict, worker_kwargs: dict) -> None:
             env_ranks=w["env_ranks"], traj_info_kwargs=c["traj_info_kwargs"])
         eval_collector = None
         if c["eval_n_envs"] > 0:
-            eval_envs = [c["EnvCls"](**c["eval_env_kwargs"]) for _ in range(c["eval_n_envs"])]
-            set_envs_seeds(eval_envs, w["eval_env_seed"])
+            eval_envs = make_vec_env(c["env_backend"], c["EnvCls"], c["eval_env_kwargs"],
+                                     c["eval_n_envs"])
+            venvs.append(eval_envs)
+            eval_envs.seed(w["eval_env_seed"])
             eval_collector = c["eval_CollectorCls"](
                 rank=w["rank"], envs=eval_envs, TrajInfoCls=c["TrajInfoCls"],
                 traj_infos_queue=c["eval_traj_infos_queue"], max_T=c["eval_max_T"],
@@ -122,8 +126,8 @@ def sampling_process(common_kwargs: dict, worker_kwargs: dict) -> None:
         c["error_queue"].put((w["rank"], traceback.format_exc()))
         ctrl.step_out.release()  # Wake the master, which then finds the error.
     finally:
-        for env in envs + eval_envs:
+        for venv in venvs:
             try:
-                env.close()
+                venv.close()
             except Exception:  # noqa: BLE001 (closing is best effort)
                 pass

@@ -8,11 +8,10 @@ from rlframe.samplers.buffer import build_samples_buffer
 from rlframe.samplers.parallel.cpu.collectors import CpuResetCollector
 from rlframe.samplers.serial.collectors import SerialEvalCollector
 from rlframe.utils.logging import logger
-from rlframe.utils.seed import set_envs_seeds
 
 if TYPE_CHECKING:
     from rlframe.agents.base import BaseAgent
-    from rlframe.envs.base import Env
+    from rlframe.envs.vector import VecEnv
     from rlframe.samplers.collections import Examples, Samples, TrajInfo
 
 
@@ -28,8 +27,8 @@ class SerialSampler(BaseSampler):
                  eval_CollectorCls: type = SerialEvalCollector, **kwargs: Any):
         super().__init__(*args, CollectorCls=CollectorCls,
                          eval_CollectorCls=eval_CollectorCls, **kwargs)
-        self.envs: list[Env] = []
-        self.eval_envs: list[Env] = []
+        self.envs: VecEnv | None = None
+        self.eval_envs: VecEnv | None = None
 
     def initialize(self, agent: BaseAgent, affinity: dict | None = None, seed: int | None = None,
                    bootstrap_value: bool = False, traj_info_kwargs: dict | None = None,
@@ -49,22 +48,22 @@ class SerialSampler(BaseSampler):
         """
         self._set_traj_info_kwargs(traj_info_kwargs)
         B = self.batch_spec.B
-        envs = [self.make_env() for _ in range(B)]
-        set_envs_seeds(envs, seed)
+        venv = self.make_vec_env(B)
+        venv.seed(seed)
         global_B = B * world_size
         env_ranks = list(range(rank * B, (rank + 1) * B))
-        agent.initialize(envs[0].spaces, share_memory=False, global_B=global_B,
+        agent.initialize(venv.spaces, share_memory=False, global_B=global_B,
                          env_ranks=env_ranks)
         samples_pyt, samples_np, examples = build_samples_buffer(
-            agent, envs[0], self.batch_spec, bootstrap_value, agent_shared=False,
+            agent, venv, self.batch_spec, bootstrap_value, agent_shared=False,
             env_shared=False, subprocess=False)
         collector = self.CollectorCls(
-            rank=0, envs=envs, samples_np=samples_np, batch_T=self.batch_spec.T,
+            rank=0, envs=venv, samples_np=samples_np, batch_T=self.batch_spec.T,
             TrajInfoCls=self.TrajInfoCls, agent=agent, global_B=global_B, env_ranks=env_ranks,
             traj_info_kwargs=self.traj_info_kwargs)
         if self.eval_n_envs > 0:
-            eval_envs = [self.make_env(eval=True) for _ in range(self.eval_n_envs)]
-            set_envs_seeds(eval_envs, seed)
+            eval_envs = self.make_vec_env(self.eval_n_envs, eval=True)
+            eval_envs.seed(seed)
             self.eval_collector = self.eval_CollectorCls(
                 envs=eval_envs, agent=agent, TrajInfoCls=self.TrajInfoCls,
                 max_T=self.eval_max_steps // self.eval_n_envs,
@@ -72,12 +71,12 @@ class SerialSampler(BaseSampler):
                 traj_info_kwargs=self.traj_info_kwargs)
             self.eval_envs = eval_envs
         # Envs were stepped for the examples: start them afresh (seeded again).
-        set_envs_seeds(envs, seed)
+        venv.seed(seed)
         agent_inputs, traj_infos = collector.start_envs(self.max_decorrelation_steps)
         collector.start_agent()
 
         self.agent = agent
-        self.envs = envs
+        self.envs = venv
         self.samples_pyt = samples_pyt
         self.samples_np = samples_np
         self.collector = collector
@@ -104,6 +103,7 @@ class SerialSampler(BaseSampler):
 
     def shutdown(self) -> None:
         """Close every env."""
-        for env in self.envs + self.eval_envs:
-            env.close()
-        self.envs, self.eval_envs = [], []
+        for venv in (self.envs, self.eval_envs):
+            if venv is not None:
+                venv.close()
+        self.envs, self.eval_envs = None, None

@@ -1,0 +1,380 @@
+"""The stepping core under every collector: B envs stepped as one, whole rows written.
+
+:class:`EnvStepper` owns the agent's input rows (observation, prev_action,
+prev_reward, each [B]) and, per time step, steps the envs, writes row ``t`` of
+the ``[T, B]`` sample buffer (observation, action, reward, done, env_info,
+agent_info) in one assignment per field, accounts trajectory statistics
+(:class:`TrajTracker`) and resets finished envs. Collectors only decide who
+picks the actions (the local agent, or the master of a GPU sampler) and when
+finished envs restart (at once, or after the batch).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from rlframe.agents.base import AgentInputs
+from rlframe.envs.vector import as_vec_env
+from rlframe.samplers.collections import TrajInfo
+from rlframe.utils.buffer import buffer_from_example, torchify_buffer
+
+if TYPE_CHECKING:
+    from rlframe.envs.base import Env
+    from rlframe.envs.vector import VecEnv
+    from rlframe.samplers.collections import Samples
+    from rlframe.utils.collections import NamedArrayTuple
+
+
+class TrajTracker:
+    """Trajectory statistics of B envs; a TrajInfo is built when a trajectory ends.
+
+    With ``TrajInfoCls`` whose ``step`` is :meth:`TrajInfo.step` (the base class
+    or a subclass that only adds ``__init__`` keys or overrides ``terminate``),
+    Length, Return, NonzeroRewards and DiscountedReturn are kept in [B] arrays:
+    each step's rewards are appended to a block, folded into the sums when a
+    trajectory ends or the block is full, and copied into a fresh
+    ``TrajInfoCls(**traj_info_kwargs)`` at the end of each trajectory. A
+    subclass that overrides ``step`` is stepped per env, as its code expects:
+    one instance per env, ``step(observation, action, reward, done,
+    agent_info, env_info)`` with that env's rows, every step.
+
+    Args:
+        TrajInfoCls: trajectory statistics class.
+        traj_info_kwargs: keyword arguments of every instance (e.g. ``discount``).
+        B: number of envs.
+        block: rewards kept before they are folded into the sums.
+    """
+
+    def __init__(self, TrajInfoCls: type[TrajInfo], traj_info_kwargs: dict, B: int,
+                 block: int = 64):
+        self.TrajInfoCls = TrajInfoCls
+        self.kwargs = dict(traj_info_kwargs)
+        self.B = B
+        self.vectorized = TrajInfoCls.step is TrajInfo.step
+        if self.vectorized:
+            self.discount = float(TrajInfoCls(**self.kwargs)._discount)
+            self._length = np.zeros(B, dtype=np.int64)
+            self.ret = np.zeros(B, dtype=np.float64)
+            self.nonzero = np.zeros(B, dtype=np.int64)
+            self.disc_ret = np.zeros(B, dtype=np.float64)
+            self.cur_discount = np.ones(B, dtype=np.float64)
+            self._block = np.zeros((block, B), dtype=np.float32)
+            self._powers = self.discount ** np.arange(block, dtype=np.float64)
+            self._k = 0
+        else:
+            self.infos = [TrajInfoCls(**self.kwargs) for _ in range(B)]
+
+    @property
+    def length(self) -> np.ndarray:
+        """Steps of each env's running trajectory [B] (vectorized statistics)."""
+        self.flush()
+        return self._length
+
+    def record(self, observation: Any, action: Any, reward: np.ndarray, done: np.ndarray,
+               agent_info: NamedArrayTuple | None, env_info: NamedArrayTuple,
+               idx: np.ndarray | None = None) -> None:
+        """Account one step of every env (or of the envs in ``idx``).
+
+        Args:
+            observation: rows [B] the actions were taken from (all envs).
+            action, agent_info: rows [B] (all envs).
+            reward, done, env_info: rows [n] of the stepped envs (n = B, or len(idx)).
+            idx: env indexes of the stepped rows, or None for all.
+        """
+        if self.vectorized:
+            if idx is None:
+                self._block[self._k] = reward
+                self._k += 1
+                if self._k == len(self._block):
+                    self.flush()
+            else:  # Some envs only (held envs, decorrelation): fold in at once.
+                self.flush()
+                self._length[idx] += 1
+                self.ret[idx] += reward
+                self.nonzero[idx] += reward != 0
+                self.disc_ret[idx] += self.cur_discount[idx] * reward
+                self.cur_discount[idx] *= self.discount
+            return
+        for j, b in enumerate(range(len(reward)) if idx is None else idx):
+            self.infos[b].step(observation[b], action[b], reward[j], done[j],
+                               None if agent_info is None else agent_info[b], env_info[j])
+
+    def finish(self, traj_done: np.ndarray, next_observation: Any,
+               idx: np.ndarray | None = None) -> list[TrajInfo]:
+        """End the trajectories marked in ``traj_done`` (rows as in :meth:`record`).
+
+        Returns:
+            their TrajInfos, after ``terminate(last observation)``; the envs
+            start new trajectories.
+        """
+        rows = np.flatnonzero(traj_done)
+        envs = rows if idx is None else idx[rows]
+        if self.vectorized:
+            self.flush()
+            completed = [self._build(b).terminate(next_observation[j])
+                         for j, b in zip(rows, envs)]
+        else:
+            completed = [self.infos[b].terminate(next_observation[j])
+                         for j, b in zip(rows, envs)]
+        self.restart(envs)
+        return completed
+
+    def flush(self) -> None:
+        """Fold the block of recorded rewards into the [B] sums."""
+        k = self._k if self.vectorized else 0
+        if k == 0:
+            return
+        rewards = self._block[:k].astype(np.float64)
+        self._length += k
+        self.ret += rewards.sum(axis=0)
+        self.nonzero += np.count_nonzero(rewards, axis=0)
+        self.disc_ret += self.cur_discount * (self._powers[:k] @ rewards)
+        self.cur_discount *= self.discount ** k
+        self._k = 0
+
+    def restart(self, idx: Sequence[int] | np.ndarray) -> None:
+        """Start new trajectories in envs ``idx``."""
+        if self.vectorized:
+            self.flush()
+            self._length[idx] = 0
+            self.ret[idx] = 0
+            self.nonzero[idx] = 0
+            self.disc_ret[idx] = 0
+            self.cur_discount[idx] = 1
+        else:
+            for b in idx:
+                self.infos[b] = self.TrajInfoCls(**self.kwargs)
+
+    def _build(self, b: int) -> TrajInfo:
+        info = self.TrajInfoCls(**self.kwargs)
+        info["Length"] = int(self._length[b])
+        info["Return"] = float(self.ret[b])
+        info["NonzeroRewards"] = int(self.nonzero[b])
+        info["DiscountedReturn"] = float(self.disc_ret[b])
+        info["_cur_discount"] = float(self.cur_discount[b])
+        return info
+
+
+class EnvStepper:
+    """Steps B envs for a collector and writes whole rows of its ``[T, B]`` batch.
+
+    Args:
+        envs: a :class:`~rlframe.envs.vector.VecEnv`, or a list of rlframe envs
+            (stepped by the plain backend).
+        TrajInfoCls: trajectory statistics class.
+        traj_info_kwargs: keyword arguments of every TrajInfo.
+        samples_np: the numpy ``[T, B]`` sample buffer to fill (None: evaluation).
+        inputs: ``AgentInputs`` of numpy [B] rows to use as the agent's input
+            buffers (e.g. a GPU sampler's shared step buffer); allocated if None.
+        mid_batch_reset: reset an env as soon as its trajectory ends; otherwise
+            hold it idle (zeros recorded, ``done`` True) until :meth:`release_held`.
+        null_done_inputs: after ``done``, give the agent a null prev_action and
+            zero prev_reward (evaluation); training keeps the taken action and
+            reward, which the sample buffer records as the next prev_action.
+    """
+
+    def __init__(self, envs: VecEnv | Sequence[Env], TrajInfoCls: type[TrajInfo],
+                 traj_info_kwargs: dict | None = None, samples_np: Samples | None = None,
+                 inputs: AgentInputs | None = None, mid_batch_reset: bool = True,
+                 null_done_inputs: bool = False):
+        self.venv = as_vec_env(envs)
+        if not mid_batch_reset and not self.venv.steps_subsets:
+            raise ValueError(
+                f"{type(self.venv).__name__} steps every env at once, so it cannot hold "
+                "finished envs idle as a collector with mid_batch_reset=False needs; use "
+                "env_backend='plain' or 'envpool', or a collector that resets mid-batch.")
+        self.B = self.venv.num_envs
+        self.tracker = TrajTracker(TrajInfoCls, traj_info_kwargs or {}, self.B)
+        self.samples_np = samples_np
+        self.inputs = inputs
+        self.inputs_pyt: AgentInputs | None = None if inputs is None else torchify_buffer(inputs)
+        self.mid_batch_reset = mid_batch_reset
+        self.null_done_inputs = null_done_inputs
+        self.null_action = self.venv.spaces.action.null_value()
+        self.held = np.zeros(self.B, dtype=bool)
+        self.need_reset = np.zeros(self.B, dtype=bool)
+        self.any_held = False
+        self.completed: list[TrajInfo] = []
+        self._temp_obs: Any = None
+        self._full: tuple | None = None  # [B] reward, done and env_info rows (holding envs).
+
+    def start(self, max_decorrelation_steps: int = 0) -> AgentInputs:
+        """Reset every env, optionally take random steps; returns the agent inputs [B].
+
+        Each env takes ``1 + int(U * max_decorrelation_steps)`` random steps (U
+        uniform in [0, 1), one draw per env from numpy's global RNG), so that
+        the B envs are not in lockstep. Backends that step every env at once
+        take the largest count in every env.
+        """
+        observation = self.venv.reset()
+        if self.inputs is None:
+            self.inputs = AgentInputs(buffer_from_example(observation[0], self.B),
+                                      buffer_from_example(self.null_action, self.B),
+                                      np.zeros(self.B, dtype=np.float32))
+            self.inputs_pyt = torchify_buffer(self.inputs)
+        obs, prev_action, prev_reward = self.inputs
+        obs[:] = observation
+        prev_action[:] = self.null_action
+        prev_reward[:] = 0
+        self.held[:] = False
+        self.need_reset[:] = False
+        self.any_held = False
+        self.tracker.restart(np.arange(self.B))
+        if max_decorrelation_steps > 0:
+            self._decorrelate(max_decorrelation_steps)
+        self.completed = []
+        return self.inputs
+
+    def begin_batch(self) -> None:
+        """Record the batch's leading prev_action and prev_reward (row 0 of the buffer)."""
+        if self.samples_np is not None:
+            self.samples_np.agent.prev_action[0] = self.inputs.prev_action
+            self.samples_np.env.prev_reward[0] = self.inputs.prev_reward
+
+    def step(self, t: int, action: Any, agent_info: NamedArrayTuple | None) -> np.ndarray:
+        """Step the envs once with ``action`` [B] and record row ``t``.
+
+        The agent inputs are updated in place: next observations (reset ones
+        where a trajectory ended and envs reset mid-batch), prev_action and
+        prev_reward. Completed TrajInfos collect in ``self.completed``.
+
+        Args:
+            t: time index in the batch (ignored without a sample buffer).
+            action: actions [B] (numpy); rows of held envs are zeroed in place.
+            agent_info: the agent's step info [B] (numpy), or None.
+
+        Returns:
+            done [B] (bool): envs whose episode ended on this step, and held envs.
+        """
+        obs, prev_action, prev_reward = self.inputs
+        samples = self.samples_np
+        if samples is not None:
+            samples.env.observation[t] = obs
+        if self.any_held:
+            reward, done, env_info, traj_done, new_obs = self._step_some(action, agent_info)
+        else:
+            new_obs, reward, done, env_info = self.venv.step(action)
+            traj_done = getattr(env_info, "traj_done", done)
+            self.tracker.record(obs, action, reward, done, agent_info, env_info)
+            if done.any():
+                self.completed.extend(self.tracker.finish(traj_done, new_obs))
+            obs[:] = new_obs
+        if samples is not None:
+            samples.agent.action[t] = action
+            samples.env.reward[t] = reward
+            samples.env.done[t] = done
+            samples.env.env_info[t] = env_info
+            if agent_info:
+                samples.agent.agent_info[t] = agent_info
+        prev_reward[:] = reward
+        if prev_action is not action:
+            prev_action[:] = action
+        if done.any():
+            self._after_done(done, traj_done if not self.any_held else None)
+        return done
+
+    def release_held(self) -> np.ndarray:
+        """Restart held envs (between batches); returns their indexes.
+
+        Envs whose trajectory ended are reset; envs that were only ``done``
+        (e.g. a lost life) continue from their last observation. Their agent
+        inputs become the observation, a null prev_action and zero prev_reward.
+        """
+        ids = np.flatnonzero(self.held)
+        if ids.size:
+            obs, prev_action, prev_reward = self.inputs
+            obs[ids] = self._temp_obs[ids]
+            reset_ids = np.flatnonzero(self.need_reset)
+            if reset_ids.size:
+                obs[reset_ids] = self.venv.reset(reset_ids)
+            prev_action[ids] = self.null_action
+            prev_reward[ids] = 0
+        self.held[:] = False
+        self.need_reset[:] = False
+        self.any_held = False
+        return ids
+
+    def pop_completed(self) -> list[TrajInfo]:
+        """The TrajInfos completed since the last call."""
+        completed, self.completed = self.completed, []
+        return completed
+
+    def close(self) -> None:
+        """Close the envs."""
+        self.venv.close()
+
+    def _after_done(self, done: np.ndarray, traj_done: np.ndarray | None) -> None:
+        obs, prev_action, prev_reward = self.inputs
+        if self.mid_batch_reset:
+            reset_ids = np.flatnonzero(traj_done)
+            if reset_ids.size:
+                obs[reset_ids] = self.venv.reset(reset_ids)
+            if self.null_done_inputs:
+                ids = np.flatnonzero(done)
+                prev_action[ids] = self.null_action
+                prev_reward[ids] = 0
+            return
+        if traj_done is not None:  # Newly done envs (when none were held before).
+            self.need_reset |= traj_done
+        new = done & ~self.held
+        if self._temp_obs is None:
+            self._temp_obs = buffer_from_example(obs[0], self.B)
+        ids = np.flatnonzero(new)
+        self._temp_obs[ids] = obs[ids]
+        obs[ids] = 0
+        self.held |= new
+        self.any_held = True
+
+    def _step_some(self, action: Any, agent_info: NamedArrayTuple | None) -> tuple:
+        """Step the envs that are not held; held rows record zeros and done."""
+        obs = self.inputs.observation
+        held = self.held
+        action[held] = 0
+        if agent_info:
+            agent_info[held] = 0
+        active = np.flatnonzero(~held)
+        if self._full is None:
+            self._full = (np.zeros(self.B, dtype=np.float32), np.zeros(self.B, dtype=bool),
+                          buffer_from_example(self.samples_np.env.env_info[0, 0], self.B))
+        full_reward, full_done, full_info = self._full
+        full_reward[:] = 0
+        full_done[:] = held
+        full_info[:] = 0
+        if active.size:
+            new_obs, reward, done, env_info = self.venv.step(action[active], active)
+            traj_done = getattr(env_info, "traj_done", done)
+            self.tracker.record(obs, action, reward, done, agent_info, env_info, idx=active)
+            if done.any():
+                self.completed.extend(self.tracker.finish(traj_done, new_obs, idx=active))
+            full_reward[active] = reward
+            full_done[active] = done
+            full_info[active] = env_info
+            obs[active] = new_obs
+            self.need_reset[active] |= traj_done
+        return full_reward, full_done, full_info, None, None
+
+    def _decorrelate(self, max_steps: int) -> None:
+        obs, prev_action, prev_reward = self.inputs
+        n_steps = 1 + (np.random.rand(self.B) * max_steps).astype(np.int64)
+        if not self.venv.steps_subsets:
+            n_steps[:] = n_steps.max()
+        for s in range(int(n_steps.max())):
+            idx = np.flatnonzero(n_steps > s)
+            all_idx = idx.size == self.B
+            action = self.venv.sample_actions()
+            rows = action if all_idx else action[idx]
+            new_obs, reward, done, env_info = self.venv.step(rows, None if all_idx else idx)
+            traj_done = getattr(env_info, "traj_done", done)
+            self.tracker.record(obs, action, reward, done, None, env_info,
+                                idx=None if all_idx else idx)
+            self.tracker.finish(traj_done, new_obs, idx=None if all_idx else idx)
+            obs[idx] = new_obs
+            prev_action[idx] = rows
+            prev_reward[idx] = reward
+            ended = idx[traj_done]
+            if ended.size:
+                obs[ended] = self.venv.reset(ended)
+            dead = idx[done]
+            prev_action[dead] = self.null_action
+            prev_reward[dead] = 0

@@ -1,0 +1,138 @@
+"""The stepping core: whole-row writes, trajectory statistics, resets, backends' checks."""
+import numpy as np
+import pytest
+
+from rlframe.agents.pg.categorical import CategoricalPgAgent
+from rlframe.envs.gym import make as gym_make
+from rlframe.envs.vector import EnvList, make_vec_env
+from rlframe.samplers.collections import TrajInfo
+from rlframe.samplers.parallel.cpu.collectors import CpuWaitResetCollector
+from rlframe.samplers.serial.sampler import SerialSampler
+from rlframe.samplers.stepping import EnvStepper, TrajTracker
+from rlframe.utils.seed import set_seed
+
+ENV_KWARGS = dict(id="CartPole-v1", max_episode_steps=20)
+
+
+class PerStepTrajInfo(TrajInfo):
+    """Overrides step: the tracker must step it per env, as before."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.Steps = 0
+
+    def step(self, observation, action, reward, done, agent_info, env_info):
+        super().step(observation, action, reward, done, agent_info, env_info)
+        assert observation.shape == (4,) and np.ndim(action) == 0
+        assert agent_info.value.shape == () and env_info.timeout.shape == ()
+        self.Steps += 1
+
+
+def sample(TrajInfoCls=TrajInfo, n_itr=3, B=3, T=64, **kwargs):
+    set_seed(5)
+    sampler = SerialSampler(EnvCls=gym_make, env_kwargs=ENV_KWARGS, batch_T=T, batch_B=B,
+                            max_decorrelation_steps=0, TrajInfoCls=TrajInfoCls, **kwargs)
+    sampler.initialize(CategoricalPgAgent(), seed=5, traj_info_kwargs=dict(discount=0.9))
+    batches, infos = [], []
+    for itr in range(n_itr):
+        samples, completed = sampler.obtain_samples(itr)
+        batches.append(samples.env.observation.clone().numpy())
+        batches.append(samples.agent.action.clone().numpy())
+        infos.extend(completed)
+    sampler.shutdown()
+    return batches, infos, samples
+
+
+def test_rows_match_a_plain_per_env_loop_through_resets_and_time_limits():
+    _, _, samples = sample(n_itr=1)
+    env_np = samples.env
+    T, B = env_np.done.shape
+    for b in range(B):
+        env = gym_make(**ENV_KWARGS)
+        env.seed(5 + b)
+        obs, n_done, n_timeout = env.reset(), 0, 0
+        for t in range(T):
+            np.testing.assert_array_equal(env_np.observation[t, b].numpy(), obs)
+            obs, r, d, info = env.step(int(samples.agent.action[t, b]))
+            assert env_np.reward[t, b] == r and bool(env_np.done[t, b]) == d
+            assert bool(env_np.env_info.timeout[t, b]) == bool(info.timeout)
+            if t + 1 < T:
+                assert samples.agent.prev_action[t + 1, b] == samples.agent.action[t, b]
+                assert samples.env.prev_reward[t + 1, b] == r
+            if d:
+                n_done += 1
+                n_timeout += bool(info.timeout)
+                obs = env.reset()
+        assert n_done >= 2 and n_timeout >= 1  # Both kinds of episode end were crossed.
+
+
+def test_array_statistics_equal_per_env_trajinfo_objects():
+    batches, fast, _ = sample(TrajInfo)
+    batches_slow, slow, _ = sample(PerStepTrajInfo)
+    for a, b in zip(batches, batches_slow):
+        np.testing.assert_array_equal(a, b)
+    assert len(fast) == len(slow) > 5
+    for f, s in zip(fast, slow):
+        assert type(f) is TrajInfo and type(s) is PerStepTrajInfo
+        assert s.Steps == s.Length == f.Length
+        assert f.Return == pytest.approx(s.Return) and f.Return == f.Length
+        assert f.DiscountedReturn == pytest.approx(s.DiscountedReturn)
+        assert f.DiscountedReturn == pytest.approx((1 - 0.9 ** f.Length) / (1 - 0.9))
+        assert f.NonzeroRewards == s.NonzeroRewards == f.Length
+
+
+def test_tracker_builds_trajinfo_only_at_trajectory_end_with_subset_rows():
+    tracker = TrajTracker(TrajInfo, dict(discount=0.5), B=3)
+    assert tracker.vectorized
+    zeros, all_done = np.zeros(3), np.ones(3, bool)
+    tracker.record(zeros, zeros, np.ones(3, np.float32), ~all_done, None, None)
+    done, idx = np.array([False, True]), np.array([0, 2])
+    tracker.record(zeros, zeros, np.array([1., 2.], np.float32), done, None, None, idx=idx)
+    completed = tracker.finish(done, np.zeros((2, 4)), idx=idx)
+    assert [(c.Length, c.Return, c.DiscountedReturn) for c in completed] == [(2, 3., 2.)]
+    assert list(tracker.length) == [2, 1, 0]  # Env 2 restarted, env 1 not stepped.
+    tracker.record(zeros, zeros, np.ones(3, np.float32), all_done, None, None)
+    completed = tracker.finish(all_done, np.zeros((3, 4)))
+    assert [(c.Length, c.Return, c.DiscountedReturn) for c in completed] == [
+        (3, 3., 1.75), (2, 2., 1.5), (1, 1., 1.)]
+
+
+@pytest.mark.parametrize("block", [1, 4, 64])
+def test_tracker_sums_are_the_same_whatever_the_block(block):
+    rng = np.random.default_rng(0)
+    rewards = rng.choice([0., 1., -2.5], size=(30, 2)).astype(np.float32)
+    tracker = TrajTracker(TrajInfo, dict(discount=0.9), B=2, block=block)
+    for r in rewards:
+        tracker.record(None, None, r, np.zeros(2, bool), None, None)
+    info = tracker.finish(np.array([True, False]), np.zeros((2, 4)))[0]
+    r = rewards[:, 0].astype(np.float64)
+    assert info.Length == 30 and info.Return == pytest.approx(r.sum())
+    assert info.NonzeroRewards == np.count_nonzero(r)
+    assert info.DiscountedReturn == pytest.approx((0.9 ** np.arange(30) * r).sum())
+    assert info._cur_discount == pytest.approx(0.9 ** 30)
+    assert list(tracker.length) == [0, 30]
+
+
+def test_decorrelation_steps_every_env_a_different_number_of_steps():
+    np.random.seed(0)
+    venv = EnvList([gym_make("CartPole-v1") for _ in range(4)])
+    venv.seed(0)
+    stepper = EnvStepper(venv, TrajInfo)
+    stepper.start(max_decorrelation_steps=30)
+    lengths = stepper.tracker.length
+    np.random.seed(0)
+    expected = 1 + (np.random.rand(4) * 30).astype(int)
+    # Each env's running trajectory is at most its own step count long.
+    assert np.all(lengths <= expected) and len(set(expected)) > 1
+    assert not np.array_equal(stepper.inputs.observation[0], stepper.inputs.observation[1])
+
+
+def test_env_backend_is_checked_when_the_sampler_is_built():
+    with pytest.raises(ValueError, match=r"env_backend='vec'.*'plain', 'gymnasium'"):
+        SerialSampler(EnvCls=gym_make, env_kwargs=ENV_KWARGS, batch_T=4, batch_B=2,
+                      env_backend="vec")
+    with pytest.raises(ValueError, match=r"env_backend='gymnasium'.*CpuWaitResetCollector"):
+        SerialSampler(EnvCls=gym_make, env_kwargs=ENV_KWARGS, batch_T=4, batch_B=2,
+                      env_backend="gymnasium", CollectorCls=CpuWaitResetCollector)
+    with pytest.raises(ValueError, match="env_backend"):
+        make_vec_env("threads", gym_make, ENV_KWARGS, 2)
