@@ -1,6 +1,7 @@
 """VecEnv backends give the rows an EnvList of the same envs gives, step for step."""
 import multiprocessing as mp
 import os
+import sys
 import warnings
 
 import gymnasium as gym
@@ -198,3 +199,132 @@ def test_async_workers_end_when_construction_fails():
     # Ended by the constructor, not by garbage collection of the half-built vector env
     # (the traceback held here keeps it alive).
     assert excinfo.traceback and not mp.active_children()
+
+
+# EnvPool #################################################################################
+
+class StartFromState(gym.Wrapper):
+    """CartPole that starts its next episode from ``next_state`` (EnvPool's first observation)."""
+
+    next_state = None
+
+    def reset(self, **kwargs):
+        observation, info = self.env.reset(**kwargs)
+        if self.next_state is None:  # GymEnvWrapper's schema probe.
+            return observation, info
+        self.env.unwrapped.state = np.array(self.next_state, dtype=np.float64)
+        return np.array(self.next_state, dtype=np.float32), {}
+
+
+class ResetsFollowed:
+    """An EnvPoolVecEnv whose resets set where the reference envs start their episodes."""
+
+    def __init__(self, vec, ref):
+        self.vec, self.ref, self.num_envs = vec, ref, vec.num_envs
+
+    def reset(self, idx=None):
+        observation = self.vec.reset(idx)
+        for i, row in zip(range(self.num_envs) if idx is None else idx, observation):
+            self.ref.envs[i].env.next_state = row.copy()
+        return observation
+
+    def step(self, action, idx=None):
+        return self.vec.step(action, idx)
+
+
+def test_envpool_matches_gymnasium_cartpole_from_the_same_states():
+    pytest.importorskip("envpool", reason="EnvPool is optional: pip install envpool")
+    from rlframe.envs.envpool import EnvPoolVecEnv
+    max_steps = 20
+    vec = EnvPoolVecEnv.from_env_cls(make, dict(id="CartPole-v1", max_episode_steps=max_steps), B)
+    ref = EnvList([GymEnvWrapper(StartFromState(gym.make("CartPole-v1",
+                                                         max_episode_steps=max_steps)))
+                   for _ in range(B)])
+    try:
+        assert vec.steps_subsets and vec.horizon == max_steps and vec.spaces == ref.spaces
+        vec.seed(3)
+        # EnvPool draws initial states with its own generator; from the same state, both
+        # follow the same dynamics, terminations and time limits.
+        followed = ResetsFollowed(vec, ref)
+        rng = np.random.default_rng(0)
+        terminations, timeouts, both = step_together(
+            followed, ref, 300, lambda: rng.integers(0, 2, size=B), atol=1e-5,
+            same_info=False, limit_wins_at=max_steps)
+        assert terminations >= 5 and timeouts >= 5 and both >= 1, (terminations, timeouts, both)
+
+        # Subsets: only the envs named step, rows in the order of idx.
+        for _ in range(60):
+            idx = np.sort(rng.choice(B, size=2, replace=False))
+            action = rng.integers(0, 2, size=2)
+            got, expected = vec.step(action, idx), ref.step(action, idx)
+            assert_rows_equal(got.observation, expected.observation, atol=1e-5)
+            assert_rows_equal(got.reward, expected.reward)
+            assert_rows_equal(got.done, expected.done)
+            if expected.done.any():
+                finished = idx[expected.done]
+                assert_rows_equal(followed.reset(finished), ref.reset(finished), atol=1e-5)
+    finally:
+        vec.close()
+
+
+def test_envpool_seeds():
+    pytest.importorskip("envpool", reason="EnvPool is optional: pip install envpool")
+    vec = make_vec_env("envpool", make, dict(id="CartPole-v1", max_episode_steps=30), B)
+    actions = np.random.default_rng(0).integers(0, 2, size=(80, B))
+
+    def observations(seed):
+        vec.seed(seed)
+        rows = [vec.reset()]
+        for action in actions:
+            step = vec.step(action)
+            rows.append(step.observation.copy())
+            if step.done.any():
+                rows.append(vec.reset(np.flatnonzero(step.done)).copy())
+        return np.concatenate(rows)
+
+    try:
+        first = observations(5)
+        np.testing.assert_array_equal(observations(5), first)
+        other = observations(6)
+        assert not np.array_equal(other[:B], first[:B])
+        np.testing.assert_array_equal(other[:B - 1], first[1:B])  # Env b starts from seed + b.
+        vec.seed(5)
+        ref = EnvList([make(id="CartPole-v1") for _ in range(B)])
+        ref.seed(5)
+        assert_rows_equal(vec.sample_actions(), ref.sample_actions())
+        vec.reset()
+        vec.seed(9)
+        with pytest.raises(ValueError, match="next reset of all envs"):
+            vec.reset(np.array([0]))
+    finally:
+        vec.close()
+
+
+def test_envpool_steps_subsets_once_finished_envs_are_reset():
+    pytest.importorskip("envpool", reason="EnvPool is optional: pip install envpool")
+    vec = make_vec_env("envpool", make, dict(id="CartPole-v1", max_episode_steps=1), 3)
+    zeros = np.zeros(3, dtype=np.int64)
+    try:
+        vec.reset()
+        step = vec.step(zeros[:2], np.array([0, 2]))
+        assert step.env_info.timeout.all() and step.env_info.elapsed_step.tolist() == [1, 1]
+        with pytest.raises(RuntimeError, match=r"envs \[2\] finished"):
+            vec.step(zeros[:2], np.array([1, 2]))
+        vec.step(zeros[:1], np.array([1]))
+        vec.reset(np.array([0, 1, 2]))
+        vec.step(zeros)
+    finally:
+        vec.close()
+
+
+def test_envpool_unknown_id():
+    pytest.importorskip("envpool", reason="EnvPool is optional: pip install envpool")
+    with pytest.raises(ValueError, match=r"env_backend='envpool'.*id='cartpole-v1'.*"
+                                         r"Close EnvPool ids: CartPole-v1"):
+        make_vec_env("envpool", make, dict(id="cartpole-v1"), 2)
+
+
+def test_envpool_missing_says_how_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "envpool", None)  # `import envpool` fails.
+    with pytest.raises(ImportError, match=r'pip install -e "\.\[envpool\]"'):
+        make_vec_env("envpool", make, dict(id="CartPole-v1"), 2)
