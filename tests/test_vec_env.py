@@ -203,6 +203,8 @@ def test_async_workers_end_when_construction_fails():
 
 # EnvPool #################################################################################
 
+NO_ENVPOOL = 'EnvPool is optional: pip install -e ".[envpool]"'
+
 class StartFromState(gym.Wrapper):
     """CartPole that starts its next episode from ``next_state`` (EnvPool's first observation)."""
 
@@ -233,7 +235,7 @@ class ResetsFollowed:
 
 
 def test_envpool_matches_gymnasium_cartpole_from_the_same_states():
-    pytest.importorskip("envpool", reason="EnvPool is optional: pip install envpool")
+    pytest.importorskip("envpool", reason=NO_ENVPOOL)
     from rlframe.envs.envpool import EnvPoolVecEnv
     max_steps = 20
     vec = EnvPoolVecEnv.from_env_cls(make, dict(id="CartPole-v1", max_episode_steps=max_steps), B)
@@ -268,7 +270,7 @@ def test_envpool_matches_gymnasium_cartpole_from_the_same_states():
 
 
 def test_envpool_seeds():
-    pytest.importorskip("envpool", reason="EnvPool is optional: pip install envpool")
+    pytest.importorskip("envpool", reason=NO_ENVPOOL)
     vec = make_vec_env("envpool", make, dict(id="CartPole-v1", max_episode_steps=30), B)
     actions = np.random.default_rng(0).integers(0, 2, size=(80, B))
 
@@ -301,7 +303,7 @@ def test_envpool_seeds():
 
 
 def test_envpool_steps_subsets_once_finished_envs_are_reset():
-    pytest.importorskip("envpool", reason="EnvPool is optional: pip install envpool")
+    pytest.importorskip("envpool", reason=NO_ENVPOOL)
     vec = make_vec_env("envpool", make, dict(id="CartPole-v1", max_episode_steps=1), 3)
     zeros = np.zeros(3, dtype=np.int64)
     try:
@@ -318,7 +320,7 @@ def test_envpool_steps_subsets_once_finished_envs_are_reset():
 
 
 def test_envpool_unknown_id():
-    pytest.importorskip("envpool", reason="EnvPool is optional: pip install envpool")
+    pytest.importorskip("envpool", reason=NO_ENVPOOL)
     with pytest.raises(ValueError, match=r"env_backend='envpool'.*id='cartpole-v1'.*"
                                          r"Close EnvPool ids: CartPole-v1"):
         make_vec_env("envpool", make, dict(id="cartpole-v1"), 2)
