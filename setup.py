@@ -5,9 +5,12 @@ extras = {
     "mujoco": ["mujoco>=2.3.3", "imageio>=2.14"],
     "tensorboard": ["tensorboard>=2.10"],
     "plots": ["matplotlib>=3.5"],
+    # The "envpool" env backend (rlframe.envs.envpool).
+    "envpool": ["envpool>=0.8"],
 }
 # The test suite covers the MuJoCo examples and TensorBoard logging too.
 extras["test"] = ["pytest>=7", "pytest-timeout>=2"] + extras["mujoco"] + extras["tensorboard"]
+# Every optional feature at once (envpool included); atari-py is the legacy Atari stack.
 extras["all"] = sorted({req for name, reqs in extras.items() if name != "atari" for req in reqs})
 
 setup(

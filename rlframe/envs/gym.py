@@ -128,6 +128,11 @@ class GymEnvWrapper(Env):
         return self._horizon
 
     @property
+    def info_example(self) -> tuple:
+        """An ``env_info`` of this env: fixes its fields, dtypes and shapes."""
+        return self._info_example
+
+    @property
     def unwrapped(self) -> gym.Env:
         """The innermost gymnasium env."""
         return self.env.unwrapped
@@ -167,6 +172,25 @@ class EnvInfoWrapper(gym.Wrapper):
         """gymnasium step whose info is completed from ``info_example``."""
         obs, reward, terminated, truncated, info = self.env.step(action)
         return obs, reward, terminated, truncated, infill_info(info, self._sometimes_info)
+
+
+def done_and_timeout(terminated: np.ndarray, truncated: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of ``done`` and ``timeout`` from gymnasium's ``(terminated, truncated)``.
+
+    The row form of :meth:`GymEnvWrapper.step`'s rule, for vector envs.
+
+    Args:
+        terminated: [n] bool.
+        truncated: [n] bool.
+
+    Returns:
+        ``done = terminated | truncated`` and ``timeout = truncated & ~terminated``,
+        both [n] bool.
+    """
+    terminated = np.asarray(terminated, dtype=bool)
+    truncated = np.asarray(truncated, dtype=bool)
+    return terminated | truncated, truncated & ~terminated
 
 
 def infill_info(info: Mapping, sometimes_info: Mapping) -> dict:

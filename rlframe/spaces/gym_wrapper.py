@@ -124,6 +124,22 @@ class GymSpaceWrapper(Space):
             return int(np.asarray(value))
         return np.asarray(value, dtype=self._gym_space.dtype)
 
+    def revert_rows(self, value: Any) -> Any:
+        """rlframe rows -> one gymnasium batch, as a gymnasium vector env takes actions.
+
+        Args:
+            value: ``[n, *shape]`` array (a namedarraytuple of them for ``Dict``).
+
+        Returns:
+            ``[n, *shape]`` array of the gym space's dtype (a dict of them for ``Dict``).
+        """
+        if self.is_composite:
+            if isinstance(value, Mapping):
+                return value
+            return {k: sub.revert_rows(v) for k, sub, v in zip(self._keys, self.space._spaces,
+                                                               value)}
+        return np.asarray(value, dtype=self._gym_space.dtype)
+
     def contains(self, x: Any) -> bool:
         """Membership test of the wrapped space (namedtuples for ``Dict``)."""
         if self.is_composite:
