@@ -136,3 +136,34 @@ def test_env_backend_is_checked_when_the_sampler_is_built():
                       env_backend="gymnasium", CollectorCls=CpuWaitResetCollector)
     with pytest.raises(ValueError, match="env_backend"):
         make_vec_env("threads", gym_make, ENV_KWARGS, 2)
+
+
+@pytest.mark.parametrize("env_backend", ["gymnasium", "gymnasium_async"])
+def test_gymnasium_backends_give_the_plain_path_batches(env_backend):
+    plain, plain_infos, _ = sample(n_itr=2)
+    vector, vector_infos, _ = sample(n_itr=2, env_backend=env_backend)
+    for a, b in zip(plain, vector):
+        np.testing.assert_array_equal(a, b)
+    assert [i.Length for i in plain_infos] == [i.Length for i in vector_infos]
+
+
+def test_envpool_backend_fills_batches_with_the_same_semantics():
+    pytest.importorskip("envpool", reason='EnvPool is an optional extra: pip install -e ".[envpool]"')
+    _, infos, samples = sample(n_itr=2, env_backend="envpool")
+    done, timeout = samples.env.done.numpy(), samples.env.env_info.timeout.numpy()
+    assert done.any() and timeout.any() and not (timeout & ~done).any()
+    assert infos and all(1 <= i.Length <= 20 for i in infos)
+    assert any(i.Length == 20 for i in infos)  # Time-limit truncations end trajectories too.
+
+
+def test_cpu_sampler_workers_use_the_env_backend():
+    from rlframe.samplers.parallel.cpu.sampler import CpuSampler
+    set_seed(5)
+    sampler = CpuSampler(EnvCls=gym_make, env_kwargs=ENV_KWARGS, batch_T=32, batch_B=2,
+                         max_decorrelation_steps=0, env_backend="gymnasium")
+    sampler.initialize(CategoricalPgAgent(), affinity=dict(workers_cpus=[0, 1]), seed=5)
+    try:
+        samples, infos = sampler.obtain_samples(0)
+        assert samples.env.done.any() and infos
+    finally:
+        sampler.shutdown()
