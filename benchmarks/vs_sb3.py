@@ -492,9 +492,11 @@ def in_subprocess(spec: dict) -> tuple[object, float]:
             return json.load(f), peak_mib
 
 
-def sb3_versions() -> dict | None:
-    """Versions of SB3 and the rest, from a child process; None if SB3 does not import."""
-    code = ("import json, gymnasium, torch, stable_baselines3, rlframe; print(json.dumps(dict("
+def sb3_versions() -> dict:
+    """Versions of SB3, rlframe, torch and gymnasium, read in a child process (the
+    parent stays small), or ``{"error": last line of the traceback}`` if one does not
+    import."""
+    code = ("import stable_baselines3, json, gymnasium, torch, rlframe; print(json.dumps(dict("
             "sb3=stable_baselines3.__version__, torch=torch.__version__, "
             "gymnasium=gymnasium.__version__, rlframe=rlframe.__version__, "
             "rlframe_path=rlframe.__path__[0])))")
