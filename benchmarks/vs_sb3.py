@@ -97,8 +97,10 @@ Where the mapping is not exact:
   Pendulum). rlframe's DQN default Adam eps (0.01 / batch) is replaced by torch's 1e-8.
 * SAC warm-up: SB3 acts uniformly at random for the first 100 steps, rlframe samples the
   untrained policy with a fixed pre-squash std (``pretrain_std=0.75``; there is no
-  uniform option). SB3 updates the temperature first and uses the new value in the
-  critic and policy losses; rlframe updates critics, policy, then temperature.
+  uniform option). rlframe's critics take actions in the env's range ([-2, 2]), SB3's
+  rescaled to [-1, 1]. (The update order differs in form only: both use the temperature
+  of the previous update in the losses and the policy before its step in the
+  temperature's loss.)
 """
 from __future__ import annotations
 
@@ -106,6 +108,7 @@ import argparse
 import json
 import math
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -659,6 +662,7 @@ def main() -> None:
           f"Python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
     print("Each run in a fresh subprocess with torch.set_num_threads(1); peak RSS per run "
           "process; frameworks alternate run by run.")
+    print("Command: " + shlex.join(["python", "benchmarks/vs_sb3.py", *sys.argv[1:]]))
     results: dict = dict(versions=versions, cpus=os.cpu_count(), torch_threads=1,
                          seeds=args.seeds)
     if "sampling" in args.only:
