@@ -203,7 +203,9 @@ class RlframeClock:
     """Runner callback: training time at every evaluation row; stops the run at the cap.
 
     The runner measures its evaluations (``Diagnostics/CumEvalTime``), so the training
-    time is the time since the objects were built minus that.
+    time is the time since the objects were built minus that. A plain object with
+    ``on_log`` is a valid callback, so this module needs no rlframe import at the top
+    (SB3's workers must not load rlframe, nor rlframe's SB3).
     """
 
     def __init__(self, record: EvalRecord):
@@ -408,6 +410,7 @@ def run_sampling(batch_Bs: list[int], steps: int, rounds: int) -> list[dict]:
         # SB3: PPO's rollout collection, without training.
         model = PPO("MlpPolicy", make_vec_env(env_id, n_envs=B, seed=0), n_steps=SAMPLING_T,
                     batch_size=SAMPLING_T * B, seed=0, device="cpu", verbose=0)
+        # What learn() does before its first rollout: reset the envs, make a callback.
         _, callback = model._setup_learn(total_timesteps=10 ** 9)
 
         def sb3_batches() -> None:
