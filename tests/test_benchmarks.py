@@ -3,6 +3,8 @@
 The figures themselves are not checked here: they depend on the machine and
 its load. This only keeps the scripts working as the framework changes.
 """
+import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -21,6 +23,9 @@ CASES = {
     "replay_throughput.py": ["--seconds", "0.05"],
     "dqn_updates.py": ["--rounds", "1", "--updates", "4"],
     "sac_updates.py": ["--rounds", "1", "--updates", "4"],
+    "vs_sb3.py": ["--only", "sampling", "ppo", "--seeds", "1", "--batch_B", "2",
+                  "--sampling_steps", "128", "--rounds", "1", "--ppo_steps", "2048",
+                  "--json", "vs_sb3.json"],
 }
 RATIO = {  # What each script's table prints next to its figures.
     "sampler_throughput.py": r"\d+\.\d\d\s+\d+\.\d\d",
@@ -28,7 +33,12 @@ RATIO = {  # What each script's table prints next to its figures.
     "replay_throughput.py": r"append\s+[\d,]+\s+[\d,]+\s+[\d,]+\s+\d+\.\d",
     "dqn_updates.py": r"ratio \d\.\d{3}",
     "sac_updates.py": r"ratio \d\.\d{3}",
+    "vs_sb3.py": (r"(?s)rlframe/ceiling.*\n\s+2(\s+[\d,]+){3}\s+\d+\.\d\d\s+\d+\.\d\d\n"
+                  r".*ppo rlframe seed 0: .*ppo SB3     seed 0: "
+                  r".*rlframe/SB3 median peak RSS: \d+\.\d\d"),
 }
+NEEDS = {"vs_sb3.py": "stable_baselines3"}  # Optional packages a script compares against.
+JSON_OUTPUTS = {"vs_sb3.py": ("vs_sb3.json", ["sampling", "ppo"])}  # File, top-level keys.
 
 
 def test_every_benchmark_has_a_case():
@@ -39,8 +49,30 @@ def test_every_benchmark_has_a_case():
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("script", sorted(CASES))
 def test_benchmark_runs(script, tmp_path):
+    if script in NEEDS and importlib.util.find_spec(NEEDS[script]) is None:
+        pytest.skip(f"{script} needs {NEEDS[script]}, which is not installed (not a "
+                    "dependency of rlframe)")
     env = dict(os.environ, RLFRAME_PROGRESS="0", RLFRAME_DATA_DIR=str(tmp_path))
     result = subprocess.run([sys.executable, os.path.join(BENCHMARKS, script)] + CASES[script],
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=280)
     assert result.returncode == 0, result.stderr[-3000:]
     assert re.search(RATIO[script], result.stdout), result.stdout[-3000:]
+    if script in JSON_OUTPUTS:
+        name, keys = JSON_OUTPUTS[script]
+        with open(tmp_path / name) as f:
+            assert set(keys) <= set(json.load(f))
+
+
+def test_vs_sb3_without_sb3_says_how_to_install(tmp_path):
+    """Where stable-baselines3 cannot be imported, vs_sb3.py explains and exits with 2."""
+    hidden = tmp_path / "hidden" / "stable_baselines3"
+    hidden.mkdir(parents=True)
+    (hidden / "__init__.py").write_text("raise ImportError('hidden by the test')\n")
+    python_path = [str(hidden.parent)] + [p for p in [os.environ.get("PYTHONPATH")] if p]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(python_path))
+    result = subprocess.run([sys.executable, os.path.join(BENCHMARKS, "vs_sb3.py")],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "pip install stable-baselines3" in result.stderr
+    assert "not a dependency" in result.stderr
+    assert "hidden by the test" in result.stderr
