@@ -20,6 +20,7 @@ CASES = {
     "replay_throughput.py": ["--seconds", "0.05"],
     "dqn_updates.py": ["--rounds", "1", "--updates", "4"],
     "sac_updates.py": ["--rounds", "1", "--updates", "4"],
+    "pg_updates.py": ["--rounds", "1", "--iterations", "1"],
 }
 RATIO = {  # What each script's table prints next to its figures.
     "sampler_throughput.py": r"\d+\.\d\d",
@@ -27,6 +28,7 @@ RATIO = {  # What each script's table prints next to its figures.
     "replay_throughput.py": r"append\s+[\d,]+\s+[\d,]+\s+[\d,]+\s+\d+\.\d",
     "dqn_updates.py": r"ratio \d\.\d{3}",
     "sac_updates.py": r"ratio \d\.\d{3}",
+    "pg_updates.py": r"ratio \d\.\d{3}",
 }
 
 
