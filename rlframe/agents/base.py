@@ -15,7 +15,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from rlframe.models.utils import strip_ddp_state_dict
-from rlframe.utils.buffer import buffer_func, buffer_method, torchify_buffer
+from rlframe.utils.buffer import buffer_func, buffer_method, buffer_to, torchify_buffer
 from rlframe.utils.collections import namedarraytuple
 from rlframe.utils.logging import logger
 from rlframe.utils.synchronize import RWLock
@@ -163,6 +163,18 @@ class BaseAgent:
         self.device = torch.device("cuda", index=cuda_idx)
         self.model.to(self.device)
         logger.log(f"Initialized agent model on device: {self.device}.")
+
+    def to_model_device(self, tree: Any) -> Any:
+        """``tree`` (tensors, nested tuples, None) on the model's device.
+
+        Returned as it is when the model is on the CPU, where the samplers' and
+        replays' tensors already are: no call per leaf in every forward pass.
+        """
+        return tree if self.device.type == "cpu" else buffer_to(tree, device=self.device)
+
+    def to_cpu(self, tree: Any) -> Any:
+        """``tree`` on the CPU, where agents return their outputs (as it is from a CPU model)."""
+        return tree if self.device.type == "cpu" else buffer_to(tree, device="cpu")
 
     def data_parallel(self) -> int | None:
         """Wrap the model in DistributedDataParallel (process group must exist).

@@ -11,7 +11,6 @@ from rlframe.agents.dqn.epsilon_greedy import EpsilonGreedyAgentMixin
 from rlframe.distributions.epsilon_greedy import EpsilonGreedy
 from rlframe.models.dqn.mlp_models import DqnMlpModel
 from rlframe.models.utils import strip_ddp_state_dict, update_state_dict
-from rlframe.utils.buffer import buffer_to
 from rlframe.utils.collections import namedarraytuple
 
 if TYPE_CHECKING:
@@ -110,10 +109,8 @@ class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
 
     def _model_inputs(self, observation: TensorTree, prev_action: torch.Tensor,
                       prev_reward: torch.Tensor) -> tuple:
-        inputs = (observation, self.distribution.to_onehot(prev_action), prev_reward)
-        if self.device.type == "cpu":  # Inputs are CPU tensors already: nothing to move.
-            return inputs
-        return buffer_to(inputs, device=self.device)
+        return self.to_model_device(
+            (observation, self.distribution.to_onehot(prev_action), prev_reward))
 
     def __call__(self, observation: TensorTree, prev_action: torch.Tensor,
                  prev_reward: torch.Tensor) -> torch.Tensor:

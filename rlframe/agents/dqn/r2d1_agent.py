@@ -10,7 +10,6 @@ from rlframe.agents.base import (AgentStep, AlternatingRecurrentAgentMixin,
                                  zeros_like_rnn_state)
 from rlframe.agents.dqn.dqn_agent import DqnAgent
 from rlframe.models.dqn.mlp_models import R2d1MlpModel
-from rlframe.utils.buffer import buffer_to
 from rlframe.utils.collections import namedarraytuple
 
 if TYPE_CHECKING:
@@ -57,7 +56,7 @@ class R2d1AgentBase(DqnAgent):
             ``(q [T, B, A] on CPU, rnn_state after the last step, on the model's device)``.
         """
         model_inputs = self._model_inputs(observation, prev_action, prev_reward)
-        init_rnn_state = buffer_to(init_rnn_state, device=self.device)
+        init_rnn_state = self.to_model_device(init_rnn_state)
         q, rnn_state = self.model(*model_inputs, init_rnn_state)
         return q.cpu(), rnn_state
 
@@ -67,7 +66,7 @@ class R2d1AgentBase(DqnAgent):
                ) -> tuple[torch.Tensor, TensorTree]:
         """Target-model Q-values over [T, B] sequences (no grad); returns ``(q, rnn_state)``."""
         model_inputs = self._model_inputs(observation, prev_action, prev_reward)
-        init_rnn_state = buffer_to(init_rnn_state, device=self.device)
+        init_rnn_state = self.to_model_device(init_rnn_state)
         q, rnn_state = self.target_model(*model_inputs, init_rnn_state)
         return q.cpu(), rnn_state
 
@@ -80,7 +79,7 @@ class R2d1AgentBase(DqnAgent):
             ``AgentStep(action [B], AgentInfo(q [B, A], prev_rnn_state [B, N, H]))`` on CPU.
         """
         model_inputs = self._model_inputs(observation, prev_action, prev_reward)
-        prev_rnn_state = buffer_to(self.prev_rnn_state, device=self.device)
+        prev_rnn_state = self.to_model_device(self.prev_rnn_state)
         q, rnn_state = self.model(*model_inputs, prev_rnn_state)
         q = q.cpu()
         action = self.distribution.sample(q)
@@ -88,7 +87,7 @@ class R2d1AgentBase(DqnAgent):
             prev_rnn_state = zeros_like_rnn_state(rnn_state)
         agent_info = AgentInfo(q=q, prev_rnn_state=rnn_state_batch_first(prev_rnn_state))
         self.advance_rnn_state(rnn_state)
-        return AgentStep(action=action, agent_info=buffer_to(agent_info, device="cpu"))
+        return AgentStep(action=action, agent_info=self.to_cpu(agent_info))
 
 
 class R2d1Agent(RecurrentAgentMixin, R2d1AgentBase):

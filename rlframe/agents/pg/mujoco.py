@@ -7,7 +7,6 @@ from rlframe.agents.pg.gaussian import (AlternatingRecurrentGaussianPgAgent, Gau
                                         RecurrentGaussianPgAgent)
 from rlframe.models.pg.mujoco_ff_model import MujocoFfModel
 from rlframe.models.pg.mujoco_lstm_model import MujocoLstmModel
-from rlframe.utils.buffer import buffer_to
 
 if TYPE_CHECKING:
     from rlframe.envs.base import EnvSpaces
@@ -25,7 +24,7 @@ class MujocoMixin:
         """Update the model's running observation statistics with [T, B, *obs] data."""
         model = self.model.module if self._ddp else self.model
         if hasattr(model, "update_obs_rms"):
-            model.update_obs_rms(buffer_to(observation, device=self.device))
+            model.update_obs_rms(self.to_model_device(observation))
 
 
 class MujocoFfAgent(MujocoMixin, GaussianPgAgent):

@@ -14,7 +14,6 @@ from rlframe.agents.qpg.base import (AgentInfo, LearningStartMixin, TargetPairs,
 from rlframe.distributions.gaussian import DistInfo, Gaussian
 from rlframe.models.qpg.mlp import MuMlpModel, QofMuMlpModel
 from rlframe.models.utils import strip_ddp_state_dict
-from rlframe.utils.buffer import buffer_to
 from rlframe.utils.logging import logger
 
 if TYPE_CHECKING:
@@ -146,7 +145,7 @@ class DdpgAgent(LearningStartMixin, BaseAgent):
 
     # ------------------------------------------------------------- sampling
     def _model_inputs(self, *inputs: TensorTree) -> tuple:
-        return buffer_to(inputs, device=self.device)
+        return self.to_model_device(inputs)
 
     @torch.no_grad()
     def step(self, observation: TensorTree, prev_action: torch.Tensor,
@@ -154,7 +153,7 @@ class DdpgAgent(LearningStartMixin, BaseAgent):
         """Noisy actions [*lead, A] and ``AgentInfo(mu)``, on CPU."""
         mu = self.model(*self._model_inputs(observation, prev_action, prev_reward))
         action = self.distribution.sample(DistInfo(mean=mu))
-        action, mu = buffer_to((action, mu), device="cpu")
+        action, mu = self.to_cpu((action, mu))
         return AgentStep(action=action, agent_info=AgentInfo(mu=mu))
 
     # ------------------------------------------------------------- training
