@@ -58,7 +58,7 @@ class R2d1AgentBase(DqnAgent):
         model_inputs = self._model_inputs(observation, prev_action, prev_reward)
         init_rnn_state = self.to_model_device(init_rnn_state)
         q, rnn_state = self.model(*model_inputs, init_rnn_state)
-        return q.cpu(), rnn_state
+        return self.to_cpu(q), rnn_state
 
     @torch.no_grad()
     def target(self, observation: TensorTree, prev_action: torch.Tensor,
@@ -68,7 +68,7 @@ class R2d1AgentBase(DqnAgent):
         model_inputs = self._model_inputs(observation, prev_action, prev_reward)
         init_rnn_state = self.to_model_device(init_rnn_state)
         q, rnn_state = self.target_model(*model_inputs, init_rnn_state)
-        return q.cpu(), rnn_state
+        return self.to_cpu(q), rnn_state
 
     @torch.no_grad()
     def step(self, observation: TensorTree, prev_action: torch.Tensor,
@@ -81,7 +81,7 @@ class R2d1AgentBase(DqnAgent):
         model_inputs = self._model_inputs(observation, prev_action, prev_reward)
         prev_rnn_state = self.to_model_device(self.prev_rnn_state)
         q, rnn_state = self.model(*model_inputs, prev_rnn_state)
-        q = q.cpu()
+        q = self.to_cpu(q)
         action = self.distribution.sample(q)
         if prev_rnn_state is None:
             prev_rnn_state = zeros_like_rnn_state(rnn_state)
