@@ -8,6 +8,7 @@ annotations say what arrives, and no algorithm imports a sampler at run time.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import warnings
@@ -129,12 +130,12 @@ class RlAlgorithm:
     def compiled(self, name: str) -> Callable:
         """The method ``name``, through ``torch.compile`` when ``self.compile`` is True.
 
-        The compiled function is built on the first call and kept; the model runs
-        inside the method, so it is compiled with it. Random draws keep eager
-        torch's generator (inductor's ``fallback_random``), so a compiled update
-        computes what the eager one does, up to float rounding. Values that change
-        between calls reach the method as tensors, or it would be recompiled for
-        each new number.
+        The method (of the class: a copy of the algorithm calls it on itself) is
+        compiled on the first call and kept; the model runs inside it, so it is
+        compiled with it. Random draws keep eager torch's generator (inductor's
+        ``fallback_random``), so a compiled update computes what the eager one
+        does, up to float rounding. Values that change between calls reach the
+        method as tensors, or it would be recompiled for each new number.
 
         Raises:
             RuntimeError: naming ``compile=True``, if torch cannot compile here
@@ -144,8 +145,8 @@ class RlAlgorithm:
             return getattr(self, name)
         functions = self.__dict__.setdefault("_compiled_functions", {})
         if name not in functions:
-            functions[name] = _compile_method(self, name)
-        return functions[name]
+            functions[name] = _compile_method(type(self), name)
+        return functools.partial(functions[name], self)
 
     def check_update(self, samples: Any) -> bool:
         """Account for the update just made on ``samples`` (its input batch): count it if
@@ -243,19 +244,19 @@ def check_compile(compile: Any) -> bool:
     return compile
 
 
-def _compile_method(owner: RlAlgorithm, name: str) -> Callable:
-    """``owner.<name>`` compiled by torch.compile, with compiler failures reported as a
-    RuntimeError that names the ``compile`` argument."""
-    function = torch.compile(getattr(owner, name), options={"fallback_random": True})
+def _compile_method(cls: type, name: str) -> Callable:
+    """``cls.<name>`` (called with the instance first) compiled by torch.compile, with
+    compiler failures reported as a RuntimeError that names the ``compile`` argument."""
+    function = torch.compile(getattr(cls, name), options={"fallback_random": True})
 
-    def call(*args: Any, **kwargs: Any) -> Any:
+    def call(owner: RlAlgorithm, *args: Any, **kwargs: Any) -> Any:
         try:
-            return function(*args, **kwargs)
+            return function(owner, *args, **kwargs)
         except torch._dynamo.exc.BackendCompilerFailed as error:
             inner = error.inner_exception
             first_line = str(inner).strip().split("\n", 1)[0][:300]
             raise RuntimeError(
-                f"{type(owner).__name__}(compile=True): torch.compile could not compile "
+                f"{cls.__name__}(compile=True): torch.compile could not compile "
                 f"{name}() here ({type(inner).__name__}: {first_line}). The CPU backend "
                 "needs a working C++ compiler; pass compile=False to run eagerly.") from error
 
