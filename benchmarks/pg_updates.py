@@ -50,7 +50,7 @@ Batch = collections.namedtuple("Batch", ["observation", "action", "reward", "don
                                          "old_prob", "value", "bootstrap_value"])
 
 
-def make_framework() -> tuple:
+def make_framework(compile: bool = False) -> tuple:
     """An initialized CategoricalPgAgent and PPO with the zoo hyperparameters."""
     env_spaces = EnvSpaces(observation=FloatBox(-10, 10, shape=(OBS_DIM,)),
                            action=IntBox(0, N_ACTIONS))
@@ -59,7 +59,7 @@ def make_framework() -> tuple:
     algo = PPO(discount=DISCOUNT, learning_rate=LR, value_loss_coeff=1., entropy_loss_coeff=0.,
                optim_kwargs=dict(eps=1e-5), clip_grad_norm=MAX_GRAD_NORM,
                gae_lambda=GAE_LAMBDA, minibatches=1, epochs=EPOCHS, ratio_clip=CLIP,
-               linear_lr_schedule=True, normalize_advantage=True)
+               linear_lr_schedule=True, normalize_advantage=True, compile=compile)
     algo.initialize(agent, n_itr=N_ITR, batch_spec=BatchSpec(T, B), mid_batch_reset=True)
     return agent, algo
 

@@ -21,6 +21,7 @@ CASES = {
     "dqn_updates.py": ["--rounds", "1", "--updates", "4"],
     "sac_updates.py": ["--rounds", "1", "--updates", "4"],
     "pg_updates.py": ["--rounds", "1", "--iterations", "1"],
+    "compile_speedup.py": ["--rounds", "1", "--iterations", "1", "--updates", "4"],
 }
 RATIO = {  # What each script's table prints next to its figures.
     "sampler_throughput.py": r"\d+\.\d\d",
@@ -29,6 +30,8 @@ RATIO = {  # What each script's table prints next to its figures.
     "dqn_updates.py": r"ratio \d\.\d{3}",
     "sac_updates.py": r"ratio \d\.\d{3}",
     "pg_updates.py": r"ratio \d\.\d{3}",
+    # Where torch.compile cannot run, the script says so instead.
+    "compile_speedup.py": r"speedup \d+\.\d\d|torch.compile cannot run here",
 }
 
 
