@@ -44,7 +44,7 @@ EnvSamples = namedarraytuple("EnvSamples", ["observation", "reward", "done", "en
 AgentSamples = namedarraytuple("AgentSamples", ["action"])
 
 
-def make_framework(updates: int, prioritized: bool) -> tuple:
+def make_framework(updates: int, prioritized: bool, compile: bool = False) -> tuple:
     """An initialized DqnAgent and DQN (replay full) making ``updates`` updates per call."""
     env_spaces = EnvSpaces(observation=FloatBox(-10, 10, shape=(OBS_DIM,)),
                            action=IntBox(0, N_ACTIONS))
@@ -55,7 +55,7 @@ def make_framework(updates: int, prioritized: bool) -> tuple:
     algo = DQN(discount=DISCOUNT, batch_size=BATCH, min_steps_learn=0, replay_size=REPLAY,
                replay_ratio=updates * BATCH / (T * B), target_update_interval=TARGET_INTERVAL,
                n_step_return=N_STEP, learning_rate=LR, delta_clip=1., double_dqn=True,
-               prioritized_replay=prioritized)
+               prioritized_replay=prioritized, compile=compile)
     examples = dict(observation=np.zeros(OBS_DIM, np.float32), action=np.int64(0),
                     reward=np.float32(0), done=np.bool_(False),
                     env_info=EnvInfo(timeout=np.bool_(False)))

@@ -26,6 +26,8 @@ CASES = {
     "vs_sb3.py": ["--only", "sampling", "ppo", "--seeds", "1", "--batch_B", "2",
                   "--sampling_steps", "128", "--rounds", "1", "--ppo_steps", "2048",
                   "--json", "vs_sb3.json"],
+    "pg_updates.py": ["--rounds", "1", "--iterations", "1"],
+    "compile_speedup.py": ["--rounds", "1", "--iterations", "1", "--updates", "4"],
 }
 RATIO = {  # What each script's table prints next to its figures.
     "sampler_throughput.py": r"\d+\.\d\d\s+\d+\.\d\d",
@@ -36,6 +38,9 @@ RATIO = {  # What each script's table prints next to its figures.
     "vs_sb3.py": (r"(?s)rlframe/ceiling.*\n\s+2(\s+[\d,]+){3}\s+\d+\.\d\d\s+\d+\.\d\d\n"
                   r".*ppo rlframe seed 0: .*ppo SB3     seed 0: "
                   r".*rlframe/SB3 median peak RSS: \d+\.\d\d"),
+    "pg_updates.py": r"ratio \d\.\d{3}",
+    # Where torch.compile cannot run, the script says so instead.
+    "compile_speedup.py": r"speedup \d+\.\d\d|torch.compile cannot run here",
 }
 NEEDS = {"vs_sb3.py": "stable_baselines3"}  # Optional packages a script compares against.
 JSON_OUTPUTS = {"vs_sb3.py": ("vs_sb3.json", ["sampling", "ppo"])}  # File, top-level keys.

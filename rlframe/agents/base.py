@@ -164,6 +164,18 @@ class BaseAgent:
         self.model.to(self.device)
         logger.log(f"Initialized agent model on device: {self.device}.")
 
+    def to_model_device(self, tree: Any) -> Any:
+        """``tree`` (tensors, nested tuples, None) on the model's device.
+
+        Returned as it is when the model is on the CPU, where the samplers' and
+        replays' tensors already are: no call per leaf in every forward pass.
+        """
+        return tree if self.device.type == "cpu" else buffer_to(tree, device=self.device)
+
+    def to_cpu(self, tree: Any) -> Any:
+        """``tree`` on the CPU, where agents return their outputs (as it is from a CPU model)."""
+        return tree if self.device.type == "cpu" else buffer_to(tree, device="cpu")
+
     def data_parallel(self) -> int | None:
         """Wrap the model in DistributedDataParallel (process group must exist).
 
@@ -212,17 +224,6 @@ class BaseAgent:
         Called by the policy-gradient algorithms every iteration. Nothing to do
         here; agents whose model normalizes observations override it.
         """
-
-    def on_device(self, buffer_: Any) -> Any:
-        """``buffer_`` (tensors, tuples of them) on the agent's device.
-
-        On the CPU it is returned as it is: sampler and replay tensors are CPU tensors.
-        """
-        return buffer_ if self.device.type == "cpu" else buffer_to(buffer_, self.device)
-
-    def on_cpu(self, buffer_: Any) -> Any:
-        """Model outputs moved to the CPU (returned as they are from a CPU model)."""
-        return buffer_ if self.device.type == "cpu" else buffer_to(buffer_, "cpu")
 
     def reset(self) -> None:
         """Start of new episodes in every env (recurrent agents clear state)."""

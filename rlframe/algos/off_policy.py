@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from rlframe.algos.base import RlAlgorithm
+from rlframe.algos.base import RlAlgorithm, check_compile, read_stats
 from rlframe.replays.layouts import SequenceLayout, TransitionLayout
 from rlframe.replays.replay_buffer import ReplayBuffer
 from rlframe.replays.sampling import PrioritizedSampling, UniformSampling
@@ -95,6 +95,9 @@ class OffPolicyAlgorithm(RlAlgorithm):
             linearly from the start of learning ...
         pri_beta_steps: ... to this many env steps.
         default_priority: priority of new samples.
+        compile: run the losses (with the models) through ``torch.compile``, built
+            at the first update; a RuntimeError names this argument if torch
+            cannot compile here (see :meth:`RlAlgorithm.compiled`).
     """
 
     OptInfoCls: type
@@ -107,7 +110,8 @@ class OffPolicyAlgorithm(RlAlgorithm):
                  updates_per_sync: int, bootstrap_timelimit: bool,
                  ReplayBufferCls: type | None, prioritized_replay: bool = False,
                  pri_alpha: float = 0.6, pri_beta_init: float = 0.4, pri_beta_final: float = 1.,
-                 pri_beta_steps: int | float = int(50e6), default_priority: float = 1.):
+                 pri_beta_steps: int | float = int(50e6), default_priority: float = 1.,
+                 compile: bool = False):
         self.discount = check_number("discount", discount, high=1., low_open=False)
         self._batch_size = positive_int("batch_size", batch_size)
         self.min_steps_learn = as_int("min_steps_learn", min_steps_learn, minimum=0)
@@ -138,6 +142,7 @@ class OffPolicyAlgorithm(RlAlgorithm):
                                            low_open=False)
         self.pri_beta_steps = positive_int("pri_beta_steps", pri_beta_steps)
         self.default_priority = check_number("default_priority", default_priority)
+        self.compile = check_compile(compile)
         self.update_counter = 0
         self.min_itr_learn = 0  # Set from min_steps_learn in initialize().
         self.updates_per_optimize = 0.  # Set from the sampler batch in initialize().
@@ -304,7 +309,7 @@ class OffPolicyAlgorithm(RlAlgorithm):
             for field, value in info.items():
                 stats[field].append(value)
         self.update_itr_hyperparams(itr)
-        return self.OptInfoCls(**{field: _as_list(values) for field, values in stats.items()})
+        return self.OptInfoCls(**read_stats(stats))  # One read from the device per iteration.
 
     def updates_this_iteration(self) -> int:
         """Whole updates owed now; the fraction left carries over to the next iteration."""
@@ -345,16 +350,3 @@ class OffPolicyAlgorithm(RlAlgorithm):
         prog = 1. if span <= 0 else min(1., max(0., (itr - self.min_itr_learn) / span))
         beta = prog * self.pri_beta_final + (1 - prog) * self.pri_beta_init
         self.replay_buffer.set_beta(beta)
-
-
-def _as_list(values: list) -> list:
-    """Logged values of the updates as one flat list of floats."""
-    if not values:
-        return []
-    if all(isinstance(v, torch.Tensor) for v in values):
-        return torch.cat([v.detach().reshape(-1).float() for v in values]).tolist()
-    flat: list = []
-    for v in values:
-        flat.extend(np.ravel(v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else v)
-                    .tolist())
-    return flat

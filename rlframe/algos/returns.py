@@ -40,45 +40,71 @@ def _bootstrap_like(bootstrap_value: Array | float, reward: Array) -> Array:
     return bv
 
 
+def _stack_into(steps: list, like: Array, dest: Array | None) -> Array:
+    """Stack per-step [B] results (listed from ``t = 0``) into [T, B] of ``like``'s
+    dtype, in ``dest`` if given."""
+    if not steps:
+        return _zeros_like(like) if dest is None else dest
+    stacked = torch.stack(steps) if isinstance(steps[0], torch.Tensor) else np.stack(steps)
+    if dest is None:
+        return stacked if stacked.dtype == like.dtype else _as_dtype_of(stacked, like)
+    dest[:] = stacked
+    return dest
+
+
 def _discounted(reward: Array, done: Array, bootstrap_value: Array | float, discount: float,
                 timeout: Array | None, value: Array | None, return_dest: Array | None) -> Array:
     """Backward recursion for discounted returns; ``timeout`` (where also done) adds
-    ``discount * value[t]`` to the step's return."""
+    ``discount * value[t]`` to the step's return.
+
+    Only the recursion runs step by step (two ops a step); what does not depend on
+    the next step is computed for all steps at once, with the same arithmetic.
+    """
     done_f = _as_dtype_of(done, reward)
     not_done = 1 - done_f
-    truncated = None if timeout is None else _as_dtype_of(timeout, reward) * done_f
-    return_ = return_dest if return_dest is not None else _zeros_like(reward)
+    cut_value = None if timeout is None else (_as_dtype_of(timeout, reward) * done_f) * value
     running = _bootstrap_like(bootstrap_value, reward)
+    steps = []
     for t in reversed(range(reward.shape[0])):
         tail = not_done[t] * running
-        if truncated is not None:
-            tail = tail + truncated[t] * value[t]
+        if cut_value is not None:
+            tail = tail + cut_value[t]
         running = reward[t] + discount * tail
-        return_[t] = running
-    return return_
+        steps.append(running)
+    return _stack_into(steps[::-1], reward, return_dest)
 
 
 def _gae(reward: Array, value: Array, done: Array, bootstrap_value: Array | float,
          discount: float, gae_lambda: float, timeout: Array | None,
          advantage_dest: Array | None, return_dest: Array | None) -> tuple[Array, Array]:
     """Backward recursion for GAE; ``timeout`` (where also done) makes the step's
-    bootstrap term ``discount * value[t]``."""
+    bootstrap term ``discount * value[t]``.
+
+    The TD errors of all steps are computed at once; only the advantage recursion
+    runs step by step (two ops a step), with the same arithmetic as step by step.
+    """
     done_f = _as_dtype_of(done, reward)
     not_done = 1 - done_f
-    truncated = None if timeout is None else _as_dtype_of(timeout, reward) * done_f
-    advantage = advantage_dest if advantage_dest is not None else _zeros_like(reward)
-    return_ = return_dest if return_dest is not None else _zeros_like(reward)
-    next_value = _bootstrap_like(bootstrap_value, reward)
+    bootstrap_value = _bootstrap_like(bootstrap_value, reward)
+    if isinstance(reward, torch.Tensor):
+        next_value = torch.cat([value[1:], bootstrap_value.unsqueeze(0)])
+    else:
+        next_value = np.concatenate([value[1:], bootstrap_value[None]])
+    bootstrap = not_done * next_value
+    if timeout is not None:
+        bootstrap = bootstrap + (_as_dtype_of(timeout, reward) * done_f) * value
+    delta = reward + discount * bootstrap - value
+    decay = discount * gae_lambda * not_done
     running = 0.
+    steps = []
     for t in reversed(range(reward.shape[0])):
-        bootstrap = not_done[t] * next_value
-        if truncated is not None:
-            bootstrap = bootstrap + truncated[t] * value[t]
-        delta = reward[t] + discount * bootstrap - value[t]
-        running = delta + discount * gae_lambda * not_done[t] * running
-        advantage[t] = running
-        next_value = value[t]
-    return_[:] = advantage + value
+        running = delta[t] + decay[t] * running
+        steps.append(running)
+    advantage = _stack_into(steps[::-1], reward, advantage_dest)
+    return_ = advantage + value
+    if return_dest is not None:
+        return_dest[:] = return_
+        return_ = return_dest
     return advantage, return_
 
 

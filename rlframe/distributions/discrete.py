@@ -36,7 +36,7 @@ class DiscreteMixin:
             identity = torch.eye(self._dim, dtype=dtype, device=indexes.device)
             self._identity[(dtype, indexes.device)] = identity
         # A row lookup costs a third of zeros + scatter for the small batches of training.
-        if indexes.dim() == 1 and indexes.dtype == torch.long:  # A sampler's [B] actions.
+        if indexes.dim() == 1 and indexes.dtype == torch.int64:  # Replay batches: no reshapes.
             return identity.index_select(0, indexes)
         return identity.index_select(0, indexes.reshape(-1).long()).reshape(
             indexes.shape + (self._dim,))

@@ -1,4 +1,5 @@
-"""Torch helpers for leading dims, indexing, one-hot, masked means and gradient clipping."""
+"""Torch helpers for leading dims, indexing, one-hot, masked means, minibatches and
+gradient clipping."""
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -53,6 +54,26 @@ def valid_mean(tensor: torch.Tensor, valid: torch.Tensor | None = None,
     dim = () if dim is None else dim
     valid = valid.type(tensor.dtype)
     return (tensor * valid).sum(dim=dim) / valid.sum(dim=dim).clamp(min=1e-8)
+
+
+def minibatch_indexes(n: int, minibatches: int,
+                      generator: torch.Generator | None = None) -> list[torch.Tensor | slice]:
+    """Split ``range(n)`` into ``minibatches`` shuffled index sets of ``n // minibatches``.
+
+    One ``torch.randperm`` cut into chunks (views); the remainder that does not fill a
+    whole minibatch is dropped. A single minibatch is ``slice(0, n)``: the whole
+    batch in order, since a loss averaged over it is the same in any order (up to
+    float rounding), so it is neither shuffled nor gathered.
+
+    Returns:
+        ``minibatches`` [n // minibatches] int64 tensors, or ``[slice(0, n)]``.
+    """
+    if not 1 <= minibatches <= n:
+        raise ValueError(f"minibatches must be in [1, n={n}], got {minibatches}.")
+    if minibatches == 1:
+        return [slice(0, n)]
+    size = n // minibatches
+    return list(torch.randperm(n, generator=generator)[:size * minibatches].split(size))
 
 
 def infer_leading_dims(tensor: torch.Tensor, dim: int) -> tuple[int, int, int, tuple]:

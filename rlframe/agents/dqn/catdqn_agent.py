@@ -85,6 +85,6 @@ class CatDqnAgent(DqnAgent):
     def step(self, observation: TensorTree, prev_action: torch.Tensor,
              prev_reward: torch.Tensor) -> AgentStep:
         """Epsilon-greedy actions [*lead] (int64) with ``AgentInfo(p)``, on CPU."""
-        p = self.model(*self._model_inputs(observation, prev_action, prev_reward)).cpu()
+        p = self.to_cpu(self.model(*self._model_inputs(observation, prev_action, prev_reward)))
         action = self.distribution.sample(p)
         return AgentStep(action=action, agent_info=AgentInfo(p=p))

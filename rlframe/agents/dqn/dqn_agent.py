@@ -109,22 +109,20 @@ class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
 
     def _model_inputs(self, observation: TensorTree, prev_action: torch.Tensor,
                       prev_reward: torch.Tensor) -> tuple:
-        inputs = (observation, self.distribution.to_onehot(prev_action), prev_reward)
-        if self.device.type == "cpu":  # Inputs are CPU tensors already: nothing to move.
-            return inputs
-        return self.on_device(inputs)
+        return self.to_model_device(
+            (observation, self.distribution.to_onehot(prev_action), prev_reward))
 
     def __call__(self, observation: TensorTree, prev_action: torch.Tensor,
                  prev_reward: torch.Tensor) -> torch.Tensor:
         """Q-values [*lead, A] of the online model, with grad, on CPU."""
         q = self.model(*self._model_inputs(observation, prev_action, prev_reward))
-        return q.cpu()
+        return self.to_cpu(q)
 
     @torch.no_grad()
     def step(self, observation: TensorTree, prev_action: torch.Tensor,
              prev_reward: torch.Tensor) -> AgentStep:
         """Epsilon-greedy actions [*lead] (int64) with ``AgentInfo(q)``, on CPU."""
-        q = self.model(*self._model_inputs(observation, prev_action, prev_reward)).cpu()
+        q = self.to_cpu(self.model(*self._model_inputs(observation, prev_action, prev_reward)))
         action = self.distribution.sample(q)
         return AgentStep(action=action, agent_info=AgentInfo(q=q))
 
@@ -133,7 +131,7 @@ class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
                prev_reward: torch.Tensor) -> torch.Tensor:
         """Q-values [*lead, A] of the target model (no grad), on CPU."""
         q = self.target_model(*self._model_inputs(observation, prev_action, prev_reward))
-        return q.cpu()
+        return self.to_cpu(q)
 
     def update_target(self, tau: float = 1) -> None:
         """Copy the model into the target (``tau=1``) or blend it in (Polyak, ``0 < tau < 1``)."""

@@ -56,9 +56,9 @@ class R2d1AgentBase(DqnAgent):
             ``(q [T, B, A] on CPU, rnn_state after the last step, on the model's device)``.
         """
         model_inputs = self._model_inputs(observation, prev_action, prev_reward)
-        init_rnn_state = self.on_device(init_rnn_state)
+        init_rnn_state = self.to_model_device(init_rnn_state)
         q, rnn_state = self.model(*model_inputs, init_rnn_state)
-        return q.cpu(), rnn_state
+        return self.to_cpu(q), rnn_state
 
     @torch.no_grad()
     def target(self, observation: TensorTree, prev_action: torch.Tensor,
@@ -66,9 +66,9 @@ class R2d1AgentBase(DqnAgent):
                ) -> tuple[torch.Tensor, TensorTree]:
         """Target-model Q-values over [T, B] sequences (no grad); returns ``(q, rnn_state)``."""
         model_inputs = self._model_inputs(observation, prev_action, prev_reward)
-        init_rnn_state = self.on_device(init_rnn_state)
+        init_rnn_state = self.to_model_device(init_rnn_state)
         q, rnn_state = self.target_model(*model_inputs, init_rnn_state)
-        return q.cpu(), rnn_state
+        return self.to_cpu(q), rnn_state
 
     @torch.no_grad()
     def step(self, observation: TensorTree, prev_action: torch.Tensor,
@@ -79,15 +79,15 @@ class R2d1AgentBase(DqnAgent):
             ``AgentStep(action [B], AgentInfo(q [B, A], prev_rnn_state [B, N, H]))`` on CPU.
         """
         model_inputs = self._model_inputs(observation, prev_action, prev_reward)
-        prev_rnn_state = self.on_device(self.prev_rnn_state)
+        prev_rnn_state = self.to_model_device(self.prev_rnn_state)
         q, rnn_state = self.model(*model_inputs, prev_rnn_state)
-        q = q.cpu()
+        q = self.to_cpu(q)
         action = self.distribution.sample(q)
         if prev_rnn_state is None:
             prev_rnn_state = zeros_like_rnn_state(rnn_state)
         agent_info = AgentInfo(q=q, prev_rnn_state=rnn_state_batch_first(prev_rnn_state))
         self.advance_rnn_state(rnn_state)
-        return AgentStep(action=action, agent_info=self.on_cpu(agent_info))
+        return AgentStep(action=action, agent_info=self.to_cpu(agent_info))
 
 
 class R2d1Agent(RecurrentAgentMixin, R2d1AgentBase):

@@ -11,7 +11,6 @@ from rlframe.agents.base import (AgentStep, AlternatingRecurrentAgentMixin, Base
 from rlframe.agents.pg.base import AgentInfo, AgentInfoRnn
 from rlframe.distributions.categorical import Categorical, DistInfo
 from rlframe.models.pg.mlp_models import CategoricalPgLstmModel, CategoricalPgMlpModel
-from rlframe.utils.buffer import buffer_to
 
 if TYPE_CHECKING:
     from rlframe.envs.base import EnvSpaces
@@ -68,13 +67,13 @@ class CategoricalPgAgent(BaseAgent):
     def _model_inputs(self, observation: TensorTree, prev_action: torch.Tensor,
                       prev_reward: torch.Tensor) -> tuple:
         prev_action = self.distribution.to_onehot(prev_action)
-        return self.on_device((observation, prev_action, prev_reward))
+        return self.to_model_device((observation, prev_action, prev_reward))
 
     def __call__(self, observation: TensorTree, prev_action: torch.Tensor,
                  prev_reward: torch.Tensor) -> tuple[DistInfo, torch.Tensor]:
         """Returns ``(DistInfo(prob) [*lead, A], value [*lead])`` with grad, on CPU."""
         pi, value = self.model(*self._model_inputs(observation, prev_action, prev_reward))
-        return buffer_to((DistInfo(prob=pi), value), device="cpu")
+        return self.to_cpu((DistInfo(prob=pi), value))
 
     @torch.no_grad()
     def step(self, observation: TensorTree, prev_action: torch.Tensor,
@@ -83,7 +82,7 @@ class CategoricalPgAgent(BaseAgent):
         dist_info = DistInfo(prob=pi)
         action = self.distribution.sample(dist_info)
         agent_info = AgentInfo(dist_info=dist_info, value=value)
-        action, agent_info = self.on_cpu((action, agent_info))
+        action, agent_info = self.to_cpu((action, agent_info))
         return AgentStep(action=action, agent_info=agent_info)
 
     @torch.no_grad()
@@ -112,16 +111,16 @@ class RecurrentCategoricalPgAgentBase(CategoricalPgAgent):
                  ) -> tuple[DistInfo, torch.Tensor, TensorTree]:
         """Training pass over [T, B] sequences from ``init_rnn_state`` [N, B, H]."""
         model_inputs = self._model_inputs(observation, prev_action, prev_reward)
-        init_rnn_state = self.on_device(init_rnn_state)
+        init_rnn_state = self.to_model_device(init_rnn_state)
         pi, value, next_rnn_state = self.model(*model_inputs, init_rnn_state)
-        dist_info, value = buffer_to((DistInfo(prob=pi), value), device="cpu")
+        dist_info, value = self.to_cpu((DistInfo(prob=pi), value))
         return dist_info, value, next_rnn_state
 
     @torch.no_grad()
     def step(self, observation: TensorTree, prev_action: torch.Tensor,
              prev_reward: torch.Tensor) -> AgentStep:
         model_inputs = self._model_inputs(observation, prev_action, prev_reward)
-        rnn_state = self.on_device(self.prev_rnn_state)
+        rnn_state = self.to_model_device(self.prev_rnn_state)
         pi, value, rnn_state = self.model(*model_inputs, rnn_state)
         dist_info = DistInfo(prob=pi)
         action = self.distribution.sample(dist_info)
@@ -130,7 +129,7 @@ class RecurrentCategoricalPgAgentBase(CategoricalPgAgent):
             prev_rnn_state = zeros_like_rnn_state(rnn_state)
         agent_info = AgentInfoRnn(dist_info=dist_info, value=value,
                                   prev_rnn_state=rnn_state_batch_first(prev_rnn_state))
-        action, agent_info = self.on_cpu((action, agent_info))
+        action, agent_info = self.to_cpu((action, agent_info))
         self.advance_rnn_state(rnn_state)
         return AgentStep(action=action, agent_info=agent_info)
 
@@ -139,7 +138,7 @@ class RecurrentCategoricalPgAgentBase(CategoricalPgAgent):
               prev_reward: torch.Tensor) -> torch.Tensor:
         """Bootstrap value [B] from the current RNN state (the state is not advanced)."""
         model_inputs = self._model_inputs(observation, prev_action, prev_reward)
-        rnn_state = self.on_device(self.prev_rnn_state)
+        rnn_state = self.to_model_device(self.prev_rnn_state)
         _pi, value, _rnn_state = self.model(*model_inputs, rnn_state)
         return value.to("cpu")
 

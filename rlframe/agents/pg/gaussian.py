@@ -11,7 +11,6 @@ from rlframe.agents.base import (AgentStep, AlternatingRecurrentAgentMixin, Base
                                  rnn_state_batch_first, zeros_like_rnn_state)
 from rlframe.agents.pg.base import AgentInfo, AgentInfoRnn
 from rlframe.distributions.gaussian import DistInfoStd, Gaussian
-from rlframe.utils.buffer import buffer_to
 
 if TYPE_CHECKING:
     from rlframe.envs.base import EnvSpaces
@@ -60,26 +59,26 @@ class GaussianPgAgent(BaseAgent):
     def __call__(self, observation: TensorTree, prev_action: torch.Tensor,
                  prev_reward: torch.Tensor) -> tuple[DistInfoStd, torch.Tensor]:
         """Returns ``(DistInfoStd(mean, log_std), value)`` with grad, on CPU."""
-        model_inputs = self.on_device((observation, prev_action, prev_reward))
+        model_inputs = self.to_model_device((observation, prev_action, prev_reward))
         mu, log_std, value = self.model(*model_inputs)
-        return buffer_to((DistInfoStd(mean=mu, log_std=log_std), value), device="cpu")
+        return self.to_cpu((DistInfoStd(mean=mu, log_std=log_std), value))
 
     @torch.no_grad()
     def step(self, observation: TensorTree, prev_action: torch.Tensor,
              prev_reward: torch.Tensor) -> AgentStep:
-        model_inputs = self.on_device((observation, prev_action, prev_reward))
+        model_inputs = self.to_model_device((observation, prev_action, prev_reward))
         mu, log_std, value = self.model(*model_inputs)
         dist_info = DistInfoStd(mean=mu, log_std=log_std)
         action = self.distribution.sample(dist_info)
         agent_info = AgentInfo(dist_info=dist_info, value=value)
-        action, agent_info = self.on_cpu((action, agent_info))
+        action, agent_info = self.to_cpu((action, agent_info))
         return AgentStep(action=action, agent_info=agent_info)
 
     @torch.no_grad()
     def value(self, observation: TensorTree, prev_action: torch.Tensor,
               prev_reward: torch.Tensor) -> torch.Tensor:
         """State value [*lead] for bootstrapping (no grad, CPU)."""
-        model_inputs = self.on_device((observation, prev_action, prev_reward))
+        model_inputs = self.to_model_device((observation, prev_action, prev_reward))
         _mu, _log_std, value = self.model(*model_inputs)
         return value.to("cpu")
 
@@ -95,16 +94,17 @@ class RecurrentGaussianPgAgentBase(GaussianPgAgent):
                  prev_reward: torch.Tensor, init_rnn_state: TensorTree | None
                  ) -> tuple[DistInfoStd, torch.Tensor, TensorTree]:
         """Training pass over [T, B] sequences from ``init_rnn_state`` [N, B, H]."""
-        model_inputs = self.on_device((observation, prev_action, prev_reward, init_rnn_state))
+        model_inputs = self.to_model_device((observation, prev_action, prev_reward,
+                                             init_rnn_state))
         mu, log_std, value, next_rnn_state = self.model(*model_inputs)
-        dist_info, value = buffer_to((DistInfoStd(mean=mu, log_std=log_std), value),
-                                     device="cpu")
+        dist_info, value = self.to_cpu((DistInfoStd(mean=mu, log_std=log_std), value))
         return dist_info, value, next_rnn_state
 
     @torch.no_grad()
     def step(self, observation: TensorTree, prev_action: torch.Tensor,
              prev_reward: torch.Tensor) -> AgentStep:
-        model_inputs = self.on_device((observation, prev_action, prev_reward, self.prev_rnn_state))
+        model_inputs = self.to_model_device((observation, prev_action, prev_reward,
+                                             self.prev_rnn_state))
         mu, log_std, value, rnn_state = self.model(*model_inputs)
         dist_info = DistInfoStd(mean=mu, log_std=log_std)
         action = self.distribution.sample(dist_info)
@@ -113,7 +113,7 @@ class RecurrentGaussianPgAgentBase(GaussianPgAgent):
             prev_rnn_state = zeros_like_rnn_state(rnn_state)
         agent_info = AgentInfoRnn(dist_info=dist_info, value=value,
                                   prev_rnn_state=rnn_state_batch_first(prev_rnn_state))
-        action, agent_info = self.on_cpu((action, agent_info))
+        action, agent_info = self.to_cpu((action, agent_info))
         self.advance_rnn_state(rnn_state)
         return AgentStep(action=action, agent_info=agent_info)
 
@@ -121,7 +121,8 @@ class RecurrentGaussianPgAgentBase(GaussianPgAgent):
     def value(self, observation: TensorTree, prev_action: torch.Tensor,
               prev_reward: torch.Tensor) -> torch.Tensor:
         """Bootstrap value [B] from the current RNN state (the state is not advanced)."""
-        model_inputs = self.on_device((observation, prev_action, prev_reward, self.prev_rnn_state))
+        model_inputs = self.to_model_device((observation, prev_action, prev_reward,
+                                             self.prev_rnn_state))
         _mu, _log_std, value, _rnn_state = self.model(*model_inputs)
         return value.to("cpu")
 

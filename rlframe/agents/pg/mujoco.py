@@ -24,7 +24,7 @@ class MujocoMixin:
         """Update the model's running observation statistics with [T, B, *obs] data."""
         model = self.model.module if self._ddp else self.model
         if hasattr(model, "update_obs_rms"):
-            model.update_obs_rms(self.on_device(observation))
+            model.update_obs_rms(self.to_model_device(observation))
 
 
 class MujocoFfAgent(MujocoMixin, GaussianPgAgent):

@@ -145,7 +145,7 @@ class DdpgAgent(LearningStartMixin, BaseAgent):
 
     # ------------------------------------------------------------- sampling
     def _model_inputs(self, *inputs: TensorTree) -> tuple:
-        return self.on_device(inputs)
+        return self.to_model_device(inputs)
 
     @torch.no_grad()
     def step(self, observation: TensorTree, prev_action: torch.Tensor,
@@ -153,7 +153,7 @@ class DdpgAgent(LearningStartMixin, BaseAgent):
         """Noisy actions [*lead, A] and ``AgentInfo(mu)``, on CPU."""
         mu = self.model(*self._model_inputs(observation, prev_action, prev_reward))
         action = self.distribution.sample(DistInfo(mean=mu))
-        action, mu = self.on_cpu((action, mu))
+        action, mu = self.to_cpu((action, mu))
         return AgentStep(action=action, agent_info=AgentInfo(mu=mu))
 
     # ------------------------------------------------------------- training

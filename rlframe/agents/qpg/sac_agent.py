@@ -162,11 +162,11 @@ class SacAgent(LearningStartMixin, BaseAgent):
     def step(self, observation: TensorTree, prev_action: torch.Tensor,
              prev_reward: torch.Tensor) -> AgentStep:
         """Squashed actions [*lead, A] and ``AgentInfo(dist_info)``, on CPU."""
-        model_inputs = self.on_device((observation, prev_action, prev_reward))
+        model_inputs = self.to_model_device((observation, prev_action, prev_reward))
         mean, log_std = self.model(*model_inputs)
         dist_info = DistInfoStd(mean=mean, log_std=log_std)
         action = self.distribution.sample(dist_info)
-        action, dist_info = self.on_cpu((action, dist_info))
+        action, dist_info = self.to_cpu((action, dist_info))
         return AgentStep(action=action, agent_info=AgentInfo(dist_info=dist_info))
 
     # ------------------------------------------------------------- training
@@ -179,7 +179,7 @@ class SacAgent(LearningStartMixin, BaseAgent):
             action, its log-density (tanh correction included) and the
             pre-squash ``DistInfoStd(mean, log_std)``.
         """
-        model_inputs = self.on_device((observation, prev_action, prev_reward))
+        model_inputs = self.to_model_device((observation, prev_action, prev_reward))
         mean, log_std = self.model(*model_inputs)
         dist_info = DistInfoStd(mean=mean, log_std=log_std)
         action, log_pi = self._pi_distribution.sample_loglikelihood(dist_info)
@@ -188,7 +188,7 @@ class SacAgent(LearningStartMixin, BaseAgent):
     def q(self, observation: TensorTree, prev_action: torch.Tensor, prev_reward: torch.Tensor,
           action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(q1, q2)``, each [*lead], of ``action`` (with grad)."""
-        inputs = self.on_device((observation, prev_action, prev_reward, action))
+        inputs = self.to_model_device((observation, prev_action, prev_reward, action))
         return self.q1_model(*inputs), self.q2_model(*inputs)
 
     @torch.no_grad()
@@ -196,7 +196,7 @@ class SacAgent(LearningStartMixin, BaseAgent):
                  prev_reward: torch.Tensor, action: torch.Tensor
                  ) -> tuple[torch.Tensor, torch.Tensor]:
         """Target critics' ``(q1, q2)`` of ``action`` (no grad)."""
-        inputs = self.on_device((observation, prev_action, prev_reward, action))
+        inputs = self.to_model_device((observation, prev_action, prev_reward, action))
         return self.target_q1_model(*inputs), self.target_q2_model(*inputs)
 
     def update_target(self, tau: float = 1) -> None:

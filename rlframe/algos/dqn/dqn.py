@@ -75,6 +75,8 @@ class DQN(OffPolicyAlgorithm):
             truncation), do not train on transitions whose n-step return was
             cut by a time limit, instead of taking the cut as the end of the
             episode. rlpyt's DQN has no such option (it behaves as False).
+        compile: run :meth:`loss` (with the model) through ``torch.compile``, built
+            at the first update (see :meth:`RlAlgorithm.compiled`).
     """
 
     agent: DqnAgent
@@ -93,7 +95,7 @@ class DQN(OffPolicyAlgorithm):
                  pri_beta_init: float = 0.4, pri_beta_final: float = 1.,
                  pri_beta_steps: int = int(50e6), default_priority: float | None = None,
                  ReplayBufferCls: type | None = None, updates_per_sync: int = 1,
-                 bootstrap_timelimit: bool = True):
+                 bootstrap_timelimit: bool = True, compile: bool = False):
         if delta_clip is not None and not delta_clip > 0:
             raise ValueError(f"delta_clip must be positive or None, got {delta_clip}.")
         if default_priority is None:
@@ -106,7 +108,7 @@ class DQN(OffPolicyAlgorithm):
             updates_per_sync=updates_per_sync, bootstrap_timelimit=bootstrap_timelimit,
             ReplayBufferCls=ReplayBufferCls, prioritized_replay=prioritized_replay,
             pri_alpha=pri_alpha, pri_beta_init=pri_beta_init, pri_beta_final=pri_beta_final,
-            pri_beta_steps=pri_beta_steps, default_priority=default_priority)
+            pri_beta_steps=pri_beta_steps, default_priority=default_priority, compile=compile)
         self.delta_clip = delta_clip
         self.learning_rate = check_number("learning_rate", learning_rate)
         self.OptimCls = OptimCls
@@ -136,7 +138,7 @@ class DQN(OffPolicyAlgorithm):
 
     def update(self, samples: SamplesFromReplay) -> tuple[dict, torch.Tensor | None]:
         """One TD step; returns the logged values and the new priorities."""
-        loss, td_abs_errors = self.loss(samples)
+        loss, td_abs_errors = self.compiled("loss")(samples)
         grad_norm, = self.gradient_step(loss, (self.optimizer, self._params))
         stats = dict(loss=loss.detach(), gradNorm=grad_norm,
                      tdAbsErr=td_abs_errors[::8])  # A sample of the errors, for logging.
@@ -155,6 +157,9 @@ class DQN(OffPolicyAlgorithm):
             ``delta_clip`` (zero for samples left out of the loss) and serve as
             new priorities.
         """
+        # First: it reads whether the batch has time-limit cuts, which would split a
+        # compiled loss in two anywhere later.
+        valid = self.valid_mask(samples)
         qs = self.agent(*samples.agent_inputs)  # [B, A]
         q = select_at_indexes(samples.action, qs)
         with torch.no_grad():
@@ -167,21 +172,23 @@ class DQN(OffPolicyAlgorithm):
             # y = return_n + (1 - done_n) * discount^n * target_q, in two ops.
             y = torch.add(samples.return_, target_q.masked_fill_(samples.done_n.bool(), 0.),
                           alpha=self.discount ** self.n_step_return)
-        delta = y - q
-        losses = self.elementwise_loss(delta)
+        losses = self.elementwise_loss(q, y)
         if self.prioritized_replay:
             losses = losses * samples.is_weights
-        td_abs_errors = delta.detach().abs()
+        td_abs_errors = (y - q.detach()).abs()
         if self.delta_clip is not None:
             td_abs_errors = torch.clamp(td_abs_errors, 0, self.delta_clip)
-        valid = self.valid_mask(samples)
         if valid is not None:  # Untrainable samples get priority 0: never drawn again.
             td_abs_errors = td_abs_errors * valid
         return valid_mean(losses, valid), td_abs_errors
 
-    def elementwise_loss(self, delta: torch.Tensor) -> torch.Tensor:
-        """Huber loss of TD errors with threshold ``delta_clip`` (0.5 * delta^2 if None)."""
+    def elementwise_loss(self, q: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Huber loss of the TD errors ``y - q`` [batch] with threshold ``delta_clip``
+        (``0.5 * (y - q)^2`` if None).
+
+        Written on ``(q, y)``, not on the error against zeros: the same values and
+        gradients, one op and one backward node fewer.
+        """
         if self.delta_clip is None:
-            return 0.5 * delta ** 2
-        return F.huber_loss(delta, torch.zeros_like(delta), reduction="none",
-                            delta=self.delta_clip)
+            return 0.5 * (y - q) ** 2
+        return F.huber_loss(q, y, reduction="none", delta=self.delta_clip)

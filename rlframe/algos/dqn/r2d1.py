@@ -119,6 +119,7 @@ class R2D1(DQN):
         bootstrap_timelimit: leave training steps whose n-step window was cut by
             a time limit out of the loss (needs ``env_info.timeout``); rlpyt's
             R2D1 has no such option (it behaves as False).
+        compile: run :meth:`loss` through ``torch.compile`` (see :class:`DQN`).
     """
 
     agent: R2d1AgentBase
@@ -140,7 +141,7 @@ class R2D1(DQN):
                  default_priority: float | None = None, input_priorities: bool = True,
                  input_priority_shift: int | None = None, value_scale_eps: float = 1e-3,
                  ReplayBufferCls: type | None = None, updates_per_sync: int = 1,
-                 bootstrap_timelimit: bool = True):
+                 bootstrap_timelimit: bool = True, compile: bool = False):
         self.batch_T = positive_int("batch_T", batch_T)
         self.batch_B = positive_int("batch_B", batch_B)
         self.warmup_T = as_int("warmup_T", warmup_T, minimum=0)
@@ -161,7 +162,7 @@ class R2D1(DQN):
             pri_alpha=pri_alpha, pri_beta_init=pri_beta_init, pri_beta_final=pri_beta_final,
             pri_beta_steps=pri_beta_steps, default_priority=default_priority,
             ReplayBufferCls=ReplayBufferCls, updates_per_sync=updates_per_sync,
-            bootstrap_timelimit=bootstrap_timelimit)
+            bootstrap_timelimit=bootstrap_timelimit, compile=compile)
         self.pri_eta = check_number("pri_eta", pri_eta, high=1., low_open=False)
         self.input_priorities = input_priorities
         if input_priority_shift is None:
@@ -274,7 +275,7 @@ class R2D1(DQN):
     # --------------------------------------------------------------- training
     def update(self, samples: SequenceSamplesFromReplay) -> tuple[dict, torch.Tensor | None]:
         """One step on a batch of sequences; returns the logged values and priorities."""
-        loss, td_abs_errors, priorities = self.loss(samples)
+        loss, td_abs_errors, priorities = self.compiled("loss")(samples)
         grad_norm, = self.gradient_step(loss, (self.optimizer, self._params))
         stats = dict(loss=loss.detach(), gradNorm=grad_norm, tdAbsErr=td_abs_errors[::8],
                      priority=priorities)
@@ -339,8 +340,7 @@ class R2D1(DQN):
             target_q = target_q[n:]  # Step k bootstraps from step k + n.
             y = self.value_scale(return_ + (1 - done_n) * self.discount ** n
                                  * self.inv_value_scale(target_q))
-        delta = y - q
-        losses = self.elementwise_loss(delta)
+        losses = self.elementwise_loss(q, y)
         if self.prioritized_replay:
             losses = losses * samples.is_weights.unsqueeze(0)
         # Steps after an episode end continue with the next episode under a
@@ -349,7 +349,7 @@ class R2D1(DQN):
         if self._timelimit:  # And those whose n-step target a time limit cut.
             valid = valid * (1 - samples.timeout_n[wT:wT + bT].float())
         loss = valid_mean(losses, valid)
-        td_abs_errors = delta.detach().abs()
+        td_abs_errors = (y - q.detach()).abs()
         if self.delta_clip is not None:
             td_abs_errors = td_abs_errors.clamp(0, self.delta_clip)
         priorities = self.sequence_priorities(td_abs_errors, valid)

@@ -6,12 +6,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from rlframe.agents.base import AgentInputs
+from rlframe.algos.base import check_compile
 from rlframe.algos.pg.base import OptInfo, PolicyGradientAlgo
-from rlframe.utils.buffer import buffer_method
 from rlframe.utils.tensor import valid_mean
 
 if TYPE_CHECKING:
     from rlframe.samplers.collections import Samples
+    from rlframe.utils.buffer import TensorTree
 
 
 class A2C(PolicyGradientAlgo):
@@ -30,6 +31,9 @@ class A2C(PolicyGradientAlgo):
         normalize_advantage: standardize advantages over the batch.
         bootstrap_timelimit: bootstrap episodes cut by a time limit (envs that
             report ``env_info.timeout``) instead of treating them as terminal.
+        compile: run :meth:`batch_loss` (with the model) through ``torch.compile``,
+            built at the first update; a RuntimeError names this argument if torch
+            cannot compile here (see :meth:`RlAlgorithm.compiled`).
     """
 
     def __init__(self, discount: float = 0.99, learning_rate: float = 0.001,
@@ -37,7 +41,7 @@ class A2C(PolicyGradientAlgo):
                  OptimCls: type = torch.optim.Adam, optim_kwargs: dict | None = None,
                  clip_grad_norm: float = 1., initial_optim_state_dict: dict | None = None,
                  gae_lambda: float = 1, normalize_advantage: bool = False,
-                 bootstrap_timelimit: bool = True):
+                 bootstrap_timelimit: bool = True, compile: bool = False):
         self.discount = discount
         self.learning_rate = learning_rate
         self.value_loss_coeff = value_loss_coeff
@@ -49,6 +53,7 @@ class A2C(PolicyGradientAlgo):
         self.gae_lambda = gae_lambda
         self.normalize_advantage = normalize_advantage
         self.bootstrap_timelimit = bootstrap_timelimit
+        self.compile = check_compile(compile)
         self.update_counter = 0
         self._check_common_args()
 
@@ -64,38 +69,37 @@ class A2C(PolicyGradientAlgo):
         if not self.check_update(samples):  # Skipped by the non-finite guard.
             return OptInfo(loss=[], gradNorm=[], entropy=[], perplexity=[])
         self.update_counter += 1
-        return OptInfo(loss=loss.item(), gradNorm=float(grad_norm),
-                       entropy=entropy.item(), perplexity=perplexity.item())
+        # One read from the device for the four statistics.
+        values = torch.stack([loss.detach(), grad_norm.to(loss.device), entropy, perplexity])
+        return OptInfo(*values.tolist())
 
     def loss(self, samples: Samples) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Policy-gradient + value + entropy loss over samples [T, B].
 
         Returns:
-            ``(loss, entropy, perplexity)`` scalars.
+            ``(loss, entropy, perplexity)`` scalars; the last two detached.
         """
         agent_inputs = AgentInputs(observation=samples.env.observation,
                                    prev_action=samples.agent.prev_action,
                                    prev_reward=samples.env.prev_reward)
         self.agent.update_obs_rms(agent_inputs.observation)
-        if self.agent.recurrent:
-            # Stored per env as [B, N, H]; the model wants [N, B, H] at the batch start.
-            init_rnn_state = samples.agent.agent_info.prev_rnn_state[0]
-            init_rnn_state = buffer_method(buffer_method(init_rnn_state, "transpose", 0, 1),
-                                           "contiguous")
-            dist_info, value, _rnn_state = self.agent(*agent_inputs, init_rnn_state)
-        else:
-            dist_info, value = self.agent(*agent_inputs)
+        init_rnn_state = (samples.agent.agent_info.prev_rnn_state[0] if self.agent.recurrent
+                          else None)
         return_, advantage, valid = self.process_returns(samples)
-        dist = self.agent.distribution
-        logli = dist.log_likelihood(samples.agent.action, dist_info)
+        return self.compiled("batch_loss")(agent_inputs, samples.agent.action, return_,
+                                           advantage, valid, init_rnn_state)
+
+    def batch_loss(self, agent_inputs: AgentInputs, action: torch.Tensor,
+                   return_: torch.Tensor, advantage: torch.Tensor, valid: torch.Tensor | None,
+                   init_rnn_state: TensorTree | None = None
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The loss given returns and advantages (the part ``compile=True`` compiles).
+
+        Args:
+            agent_inputs, action, return_, advantage, valid: leading [T, B].
+            init_rnn_state: [B, N, H] recurrent state at the batch start, or None.
+        """
+        dist_info, value = self.forward(agent_inputs, init_rnn_state)
+        logli = self.agent.distribution.log_likelihood(action, dist_info)
         pi_loss = -valid_mean(logli * advantage, valid)
-        value_error = 0.5 * (value - return_) ** 2
-        value_loss = self.value_loss_coeff * valid_mean(value_error, valid)
-        entropy = dist.mean_entropy(dist_info, valid)
-        entropy_loss = -self.entropy_loss_coeff * entropy
-        loss = pi_loss + value_loss + entropy_loss
-        perplexity = dist.mean_perplexity(dist_info, valid)
-        return loss, entropy, perplexity
-
-
-
+        return self.value_entropy_loss(pi_loss, dist_info, value, return_, valid)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from collections import namedtuple
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -11,6 +11,7 @@ from rlframe.algos.base import RlAlgorithm, make_optimizer
 from rlframe.algos.returns import (discount_return, discount_return_tl,
                                    generalized_advantage_estimation,
                                    generalized_advantage_estimation_tl, valid_from_done)
+from rlframe.utils.buffer import buffer_method
 from rlframe.utils.checks import check_number
 from rlframe.utils.collections import namedarraytuple
 from rlframe.utils.tensor import valid_mean
@@ -18,8 +19,9 @@ from rlframe.utils.tensor import valid_mean
 if TYPE_CHECKING:
     from typing import TypeAlias
 
-    from rlframe.agents.base import BaseAgent
+    from rlframe.agents.base import AgentInputs, BaseAgent
     from rlframe.samplers.collections import BatchSpec, Examples, Samples
+    from rlframe.utils.buffer import TensorTree
     from rlframe.utils.collections import NamedArrayTuple
 
 OptInfo = namedtuple("OptInfo", ["loss", "gradNorm", "entropy", "perplexity"])
@@ -38,7 +40,9 @@ class PolicyGradientAlgo(RlAlgorithm):
     """Returns, advantages and validity masks from on-policy [T, B] samples.
 
     Subclasses set ``discount``, ``gae_lambda``, ``normalize_advantage``,
-    ``bootstrap_timelimit`` and the optimizer arguments.
+    ``bootstrap_timelimit``, ``compile`` and the optimizer arguments; their losses
+    share :meth:`forward` (one agent call for policy and value) and
+    :meth:`value_entropy_loss`.
     """
 
     bootstrap_value = True
@@ -108,3 +112,45 @@ class PolicyGradientAlgo(RlAlgorithm):
             var = valid_mean((advantage - mean) ** 2, valid)
             advantage = (advantage - mean) / (var.sqrt() + 1e-6)
         return return_, advantage, valid
+
+    def forward(self, agent_inputs: AgentInputs, init_rnn_state: TensorTree | None = None
+                ) -> tuple[NamedArrayTuple, torch.Tensor]:
+        """One pass of the agent: distribution parameters and value together.
+
+        Args:
+            agent_inputs: AgentInputs with leading [T, B] (recurrent) or [M] dims.
+            init_rnn_state: [B, N, H] recurrent state at the sequence starts (as the
+                sampler stores it per env), or None for feed-forward agents.
+
+        Returns:
+            ``(dist_info, value)`` with the inputs' leading dims.
+        """
+        if init_rnn_state is None:
+            return self.agent(*agent_inputs)
+        # The model wants [N, B, H].
+        init_rnn_state = buffer_method(buffer_method(init_rnn_state, "transpose", 0, 1),
+                                       "contiguous")
+        dist_info, value, _rnn_state = self.agent(*agent_inputs, init_rnn_state)
+        return dist_info, value
+
+    def value_entropy_loss(self, pi_loss: torch.Tensor, dist_info: NamedArrayTuple,
+                           value: torch.Tensor, return_: torch.Tensor,
+                           valid: torch.Tensor | None
+                           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``pi_loss`` plus the value regression and entropy bonus terms.
+
+        Args:
+            pi_loss: the policy loss (scalar).
+            dist_info, value, return_, valid: the minibatch's, same leading dims.
+
+        Returns:
+            ``(loss, entropy, perplexity)`` scalars; the last two detached, for logging.
+        """
+        value_error = 0.5 * (value - return_) ** 2
+        value_loss = self.value_loss_coeff * valid_mean(value_error, valid)
+        entropies = self.agent.distribution.entropy(dist_info)  # Once, for both statistics.
+        entropy = valid_mean(entropies, valid)
+        entropy_loss = -self.entropy_loss_coeff * entropy
+        loss = pi_loss + value_loss + entropy_loss
+        perplexity = valid_mean(torch.exp(entropies.detach()), valid)
+        return loss, entropy.detach(), perplexity

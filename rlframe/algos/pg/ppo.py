@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from rlframe.agents.base import AgentInputs
+from rlframe.algos.base import check_compile, read_stats
 from rlframe.algos.pg.base import LossInputs, OptInfo, PolicyGradientAlgo
 from rlframe.utils.buffer import buffer_method
 from rlframe.utils.checks import check_number, positive_int
-from rlframe.utils.misc import iterate_mb_idxs
-from rlframe.utils.tensor import valid_mean
+from rlframe.utils.tensor import minibatch_indexes, valid_mean
 
 if TYPE_CHECKING:
     from rlframe.samplers.collections import Samples
@@ -39,6 +39,9 @@ class PPO(PolicyGradientAlgo):
         normalize_advantage: standardize advantages over the batch.
         bootstrap_timelimit: bootstrap episodes cut by a time limit (envs that
             report ``env_info.timeout``) instead of treating them as terminal.
+        compile: run :meth:`loss` (with the model) through ``torch.compile``, built
+            at the first update; a RuntimeError names this argument if torch
+            cannot compile here (see :meth:`RlAlgorithm.compiled`).
     """
 
     def __init__(self, discount: float = 0.99, learning_rate: float = 0.001,
@@ -47,7 +50,8 @@ class PPO(PolicyGradientAlgo):
                  clip_grad_norm: float = 1., initial_optim_state_dict: dict | None = None,
                  gae_lambda: float = 1, minibatches: int = 4, epochs: int = 4,
                  ratio_clip: float = 0.1, linear_lr_schedule: bool = True,
-                 normalize_advantage: bool = False, bootstrap_timelimit: bool = True):
+                 normalize_advantage: bool = False, bootstrap_timelimit: bool = True,
+                 compile: bool = False):
         self.discount = discount
         self.learning_rate = learning_rate
         self.value_loss_coeff = value_loss_coeff
@@ -63,8 +67,12 @@ class PPO(PolicyGradientAlgo):
         self.linear_lr_schedule = linear_lr_schedule
         self.normalize_advantage = normalize_advantage
         self.bootstrap_timelimit = bootstrap_timelimit
+        self.compile = check_compile(compile)
         self.update_counter = 0
         self._ratio_clip = self.ratio_clip  # Base value for the linear schedule.
+        # 1 -+ ratio_clip, refreshed every iteration. float64: a float32 ratio is clipped
+        # at exactly the float32 bounds it would get from Python floats.
+        self._ratio_bounds = torch.zeros(2, dtype=torch.float64)
         self._check_common_args()
 
     def initialize(self, *args: Any, **kwargs: Any) -> None:
@@ -93,35 +101,38 @@ class PPO(PolicyGradientAlgo):
                                  return_=return_, advantage=advantage, valid=valid,
                                  old_dist_info=samples.agent.agent_info.dist_info)
         init_rnn_state = samples.agent.agent_info.prev_rnn_state[0] if recurrent else None
-        T, B = samples.env.reward.shape[:2]
-        opt_info = OptInfo(*([] for _ in OptInfo._fields))
+        if not recurrent:  # Minibatches of single steps: [T, B] -> [T * B] (views).
+            loss_inputs = buffer_method(loss_inputs, "flatten", 0, 1)
         # Recurrent agents train on whole [T] sequences, so minibatches split B only.
-        batch_size = B if recurrent else T * B
-        mb_size = batch_size // self.minibatches
+        n_split = samples.env.reward.shape[1] if recurrent else samples.env.reward.numel()
+        self._ratio_bounds[0].fill_(1. - self.ratio_clip)
+        self._ratio_bounds[1].fill_(1. + self.ratio_clip)
+        loss_fn = self.compiled("loss")
+        stats: dict[str, list] = {field: [] for field in OptInfo._fields}
         for _epoch in range(self.epochs):
-            for idxs in iterate_mb_idxs(batch_size, mb_size, shuffle=True):
-                T_idxs = slice(None) if recurrent else idxs % T
-                B_idxs = idxs if recurrent else idxs // T
-                rnn_state = init_rnn_state[B_idxs] if recurrent else None
-                loss, entropy, perplexity = self.loss(*loss_inputs[T_idxs, B_idxs], rnn_state)
+            for idxs in minibatch_indexes(n_split, self.minibatches):
+                minibatch = loss_inputs[:, idxs] if recurrent else loss_inputs[idxs]
+                rnn_state = init_rnn_state[idxs] if recurrent else None
+                loss, entropy, perplexity = loss_fn(*minibatch, rnn_state)
                 grad_norm, = self.gradient_step(loss, (self.optimizer, self._params))
                 if not self.check_update(samples):  # Skipped by the non-finite guard.
                     continue
-                opt_info.loss.append(loss.item())
-                opt_info.gradNorm.append(float(grad_norm))
-                opt_info.entropy.append(entropy.item())
-                opt_info.perplexity.append(perplexity.item())
+                for field, value in zip(OptInfo._fields, (loss, grad_norm, entropy, perplexity)):
+                    stats[field].append(value.detach())
                 self.update_counter += 1
         if self.linear_lr_schedule:
             self.lr_scheduler.step()
             self.ratio_clip = self._ratio_clip * (self.n_itr - itr) / max(self.n_itr, 1)
-        return opt_info
+        return OptInfo(**read_stats(stats))  # One read from the device per iteration.
 
     def loss(self, agent_inputs: AgentInputs, action: torch.Tensor, return_: torch.Tensor,
              advantage: torch.Tensor, valid: torch.Tensor | None,
              old_dist_info: NamedArrayTuple, init_rnn_state: TensorTree | None = None
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Clipped surrogate + value + entropy loss on one minibatch.
+
+        The ratio is clipped to ``1 -+ ratio_clip`` as it was at the start of the
+        iteration (held in tensors, so a compiled loss is not rebuilt as it anneals).
 
         Args:
             agent_inputs: AgentInputs with leading [T, B] (recurrent) or [M] dims.
@@ -130,27 +141,13 @@ class PPO(PolicyGradientAlgo):
             init_rnn_state: [B, N, H] recurrent state at the sequence starts.
 
         Returns:
-            ``(loss, entropy, perplexity)`` scalars.
+            ``(loss, entropy, perplexity)`` scalars; the last two detached.
         """
-        if init_rnn_state is not None:
-            init_rnn_state = buffer_method(buffer_method(init_rnn_state, "transpose", 0, 1),
-                                           "contiguous")
-            dist_info, value, _rnn_state = self.agent(*agent_inputs, init_rnn_state)
-        else:
-            dist_info, value = self.agent(*agent_inputs)
-        dist = self.agent.distribution
-        ratio = dist.likelihood_ratio(action, old_dist_info=old_dist_info,
-                                      new_dist_info=dist_info)
+        dist_info, value = self.forward(agent_inputs, init_rnn_state)
+        ratio = self.agent.distribution.likelihood_ratio(action, old_dist_info=old_dist_info,
+                                                         new_dist_info=dist_info)
         surr_1 = ratio * advantage
-        clipped_ratio = torch.clamp(ratio, 1. - self.ratio_clip, 1. + self.ratio_clip)
+        clipped_ratio = torch.clamp(ratio, self._ratio_bounds[0], self._ratio_bounds[1])
         surr_2 = clipped_ratio * advantage
         pi_loss = -valid_mean(torch.min(surr_1, surr_2), valid)
-        value_error = 0.5 * (value - return_) ** 2
-        value_loss = self.value_loss_coeff * valid_mean(value_error, valid)
-        entropy = dist.mean_entropy(dist_info, valid)
-        entropy_loss = -self.entropy_loss_coeff * entropy
-        loss = pi_loss + value_loss + entropy_loss
-        perplexity = dist.mean_perplexity(dist_info, valid)
-        return loss, entropy, perplexity
-
-
+        return self.value_entropy_loss(pi_loss, dist_info, value, return_, valid)

@@ -52,8 +52,9 @@ class DDPG(OffPolicyAlgorithm):
         initial_optim_state_dict: ``{"q": ..., "mu": ...}`` to resume from.
         clip_grad_norm: max gradient norm of each network.
         q_target_clip: bound on the TD target ``y``.
-        n_step_return, updates_per_sync, bootstrap_timelimit, ReplayBufferCls: as
-            :class:`~rlframe.algos.off_policy.OffPolicyAlgorithm`.
+        n_step_return, updates_per_sync, bootstrap_timelimit, ReplayBufferCls, compile:
+            as :class:`~rlframe.algos.off_policy.OffPolicyAlgorithm` (``compile``
+            compiles :meth:`q_loss` and :meth:`mu_loss`).
     """
 
     agent: DdpgAgent
@@ -68,14 +69,15 @@ class DDPG(OffPolicyAlgorithm):
                  OptimCls: type = torch.optim.Adam, optim_kwargs: dict | None = None,
                  initial_optim_state_dict: dict | None = None, clip_grad_norm: float = 1e8,
                  q_target_clip: float = 1e6, n_step_return: int = 1, updates_per_sync: int = 1,
-                 bootstrap_timelimit: bool = True, ReplayBufferCls: type | None = None):
+                 bootstrap_timelimit: bool = True, ReplayBufferCls: type | None = None,
+                 compile: bool = False):
         super().__init__(
             discount=discount, batch_size=batch_size, min_steps_learn=min_steps_learn,
             replay_size=replay_size, replay_ratio=replay_ratio,
             target_update_tau=target_update_tau, target_update_interval=target_update_interval,
             n_step_return=n_step_return, clip_grad_norm=clip_grad_norm,
             updates_per_sync=updates_per_sync, bootstrap_timelimit=bootstrap_timelimit,
-            ReplayBufferCls=ReplayBufferCls)
+            ReplayBufferCls=ReplayBufferCls, compile=compile)
         self.policy_update_interval = positive_int("policy_update_interval",
                                                    policy_update_interval)
         self.learning_rate = check_number("learning_rate", learning_rate)
@@ -117,11 +119,11 @@ class DDPG(OffPolicyAlgorithm):
     def update(self, samples: SamplesFromReplay) -> tuple[dict, None]:
         """A critic step, and a policy step every ``policy_update_interval`` updates."""
         valid = self.valid_mask(samples)
-        q_loss = self.q_loss(samples, valid)
+        q_loss = self.compiled("q_loss")(samples, valid)
         q_grad_norm, = self.gradient_step(q_loss, (self.q_optimizer, self._q_params))
         stats = dict(qLoss=q_loss.detach(), qGradNorm=q_grad_norm)
         if (self.update_counter + 1) % self.policy_update_interval == 0:
-            mu_loss = self.mu_loss(samples, valid)
+            mu_loss = self.compiled("mu_loss")(samples, valid)
             mu_grad_norm, = self.gradient_step(mu_loss, (self.mu_optimizer, self._mu_params))
             stats.update(muLoss=mu_loss.detach(), muGradNorm=mu_grad_norm)
         return stats, None

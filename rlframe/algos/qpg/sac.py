@@ -65,8 +65,9 @@ class SAC(OffPolicyAlgorithm):
         target_entropy: ``"auto"`` (minus the action size) or a number.
         reparameterize: must be True (the reparameterised policy gradient).
         clip_grad_norm: max gradient norm of each network.
-        n_step_return, updates_per_sync, bootstrap_timelimit, ReplayBufferCls: as
-            :class:`~rlframe.algos.off_policy.OffPolicyAlgorithm`.
+        n_step_return, updates_per_sync, bootstrap_timelimit, ReplayBufferCls, compile:
+            as :class:`~rlframe.algos.off_policy.OffPolicyAlgorithm` (``compile``
+            compiles :meth:`q_loss` and :meth:`pi_loss`).
     """
 
     agent: SacAgent
@@ -82,14 +83,15 @@ class SAC(OffPolicyAlgorithm):
                  action_prior: str = "uniform", reward_scale: float = 1,
                  target_entropy: str | float = "auto", reparameterize: bool = True,
                  clip_grad_norm: float = 1e9, n_step_return: int = 1, updates_per_sync: int = 1,
-                 bootstrap_timelimit: bool = True, ReplayBufferCls: type | None = None):
+                 bootstrap_timelimit: bool = True, ReplayBufferCls: type | None = None,
+                 compile: bool = False):
         super().__init__(
             discount=discount, batch_size=batch_size, min_steps_learn=min_steps_learn,
             replay_size=replay_size, replay_ratio=replay_ratio,
             target_update_tau=target_update_tau, target_update_interval=target_update_interval,
             n_step_return=n_step_return, clip_grad_norm=clip_grad_norm,
             updates_per_sync=updates_per_sync, bootstrap_timelimit=bootstrap_timelimit,
-            ReplayBufferCls=ReplayBufferCls)
+            ReplayBufferCls=ReplayBufferCls, compile=compile)
         self.learning_rate = check_number("learning_rate", learning_rate)
         self.fixed_alpha = None if fixed_alpha is None else check_number("fixed_alpha",
                                                                          fixed_alpha)
@@ -173,12 +175,12 @@ class SAC(OffPolicyAlgorithm):
     def update(self, samples: SamplesFromReplay) -> tuple[dict, None]:
         """Critics, then the policy (against the updated critics), then the temperature."""
         valid = self.valid_mask(samples)
-        q1_loss, q2_loss, q1, q2 = self.q_loss(samples, valid)
+        q1_loss, q2_loss, q1, q2 = self.compiled("q_loss")(samples, valid)
         # Disjoint parameters: one backward pass serves both critics.
         q1_grad_norm, q2_grad_norm = self.gradient_step(
             q1_loss + q2_loss, (self.q1_optimizer, self._q1_params),
             (self.q2_optimizer, self._q2_params))
-        pi_loss, log_pi, dist_info = self.pi_loss(samples, valid)
+        pi_loss, log_pi, dist_info = self.compiled("pi_loss")(samples, valid)
         pi_grad_norm, = self.gradient_step(pi_loss, (self.pi_optimizer, self._pi_params))
         if self.alpha_optimizer is not None:
             alpha_loss = -valid_mean(self.log_alpha * (log_pi.detach() + self._target_entropy),
