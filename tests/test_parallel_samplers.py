@@ -4,7 +4,6 @@ import signal
 import textwrap
 import time
 
-import numpy as np
 import psutil
 import pytest
 import torch

@@ -1,6 +1,5 @@
 """Serial sampling: determinism, reset semantics, recurrent state, bootstrap values."""
 import numpy as np
-import pytest
 import torch
 
 from rlframe.agents.pg.categorical import CategoricalPgAgent, RecurrentCategoricalPgAgent

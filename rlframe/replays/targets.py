@@ -14,7 +14,6 @@ limit was never stored). With ``n_step_return=1`` the arrays are the stored
 """
 from __future__ import annotations
 
-from typing import Any
 
 import numpy as np
 
