@@ -124,3 +124,50 @@ def test_gradient_step_starts_from_fresh_gradients():
     assert torch.equal(weight.grad, torch.full((2,), 2.))
     assert torch.equal(weight.detach(), torch.full((2,), -1.))
     assert float(norm) == pytest.approx(8 ** 0.5)
+
+
+# ------------------------------------------------- one statistics read per iteration
+def _count_reads(monkeypatch):
+    reads = {"item": 0, "tolist": 0}
+    for method in reads:
+        original = getattr(torch.Tensor, method)
+
+        def counting(self, _original=original, _method=method):
+            reads[_method] += 1
+            return _original(self)
+
+        monkeypatch.setattr(torch.Tensor, method, counting)
+    return reads
+
+
+@pytest.mark.parametrize("AlgoCls", ["PPO", "A2C", "DQN"])
+def test_statistics_are_read_once_per_iteration(monkeypatch, AlgoCls):
+    from rlframe.agents.dqn.dqn_agent import DqnAgent
+    from rlframe.agents.pg.categorical import CategoricalPgAgent
+    from rlframe.algos.dqn.dqn import DQN
+    from rlframe.algos.pg.a2c import A2C
+    from rlframe.algos.pg.ppo import PPO
+    from rlframe.envs.gym import make as gym_make
+    from rlframe.samplers.serial.sampler import SerialSampler
+
+    dqn = AlgoCls == "DQN"
+    sampler = SerialSampler(EnvCls=gym_make, env_kwargs=dict(id="CartPole-v1"), batch_T=8,
+                            batch_B=4, max_decorrelation_steps=0)
+    agent = DqnAgent(model_kwargs=dict(hidden_sizes=[16])) if dqn else CategoricalPgAgent()
+    examples = sampler.initialize(agent, seed=0, bootstrap_value=not dqn)
+    algo = dict(PPO=lambda: PPO(minibatches=4, epochs=3), A2C=A2C,
+                DQN=lambda: DQN(batch_size=8, min_steps_learn=0, replay_size=500,
+                                replay_ratio=2))[AlgoCls]()
+    algo.initialize(agent, n_itr=4, batch_spec=sampler.batch_spec,
+                    mid_batch_reset=sampler.mid_batch_reset, examples=examples)
+    algo.non_finite_limit = 0  # The guard reads each update's loss: here only statistics.
+    for itr in range(2):
+        samples, _ = sampler.obtain_samples(itr)
+        reads = _count_reads(monkeypatch)
+        opt_info = algo.optimize_agent(itr, samples)
+        monkeypatch.undo()
+        n_updates = {"PPO": 12, "A2C": 1, "DQN": 8}[AlgoCls]
+        losses = opt_info.loss if isinstance(opt_info.loss, list) else [opt_info.loss]
+        assert len(losses) == n_updates
+        assert reads == {"item": 0, "tolist": 1}, reads
+    sampler.shutdown()

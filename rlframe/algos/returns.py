@@ -40,6 +40,11 @@ def _bootstrap_like(bootstrap_value: Array | float, reward: Array) -> Array:
     return bv
 
 
+def _rows(x: Array) -> list | tuple:
+    """``x[0], x[1], ...`` as views, taken in one call (indexing each step costs a call)."""
+    return x.unbind(0) if isinstance(x, torch.Tensor) else list(x)
+
+
 def _stack_into(steps: list, like: Array, dest: Array | None) -> Array:
     """Stack per-step [B] results (listed from ``t = 0``) into [T, B] of ``like``'s
     dtype, in ``dest`` if given."""
@@ -57,19 +62,21 @@ def _discounted(reward: Array, done: Array, bootstrap_value: Array | float, disc
     """Backward recursion for discounted returns; ``timeout`` (where also done) adds
     ``discount * value[t]`` to the step's return.
 
-    Only the recursion runs step by step (two ops a step); what does not depend on
-    the next step is computed for all steps at once, with the same arithmetic.
+    Only the recursion runs step by step; what does not depend on the next step is
+    computed for all steps at once, with the same arithmetic.
     """
     done_f = _as_dtype_of(done, reward)
-    not_done = 1 - done_f
-    cut_value = None if timeout is None else (_as_dtype_of(timeout, reward) * done_f) * value
+    not_done = _rows(1 - done_f)
+    cut_value = (None if timeout is None
+                 else _rows((_as_dtype_of(timeout, reward) * done_f) * value))
+    rewards = _rows(reward)
     running = _bootstrap_like(bootstrap_value, reward)
     steps = []
     for t in reversed(range(reward.shape[0])):
         tail = not_done[t] * running
         if cut_value is not None:
             tail = tail + cut_value[t]
-        running = reward[t] + discount * tail
+        running = rewards[t] + discount * tail
         steps.append(running)
     return _stack_into(steps[::-1], reward, return_dest)
 
@@ -93,8 +100,8 @@ def _gae(reward: Array, value: Array, done: Array, bootstrap_value: Array | floa
     bootstrap = not_done * next_value
     if timeout is not None:
         bootstrap = bootstrap + (_as_dtype_of(timeout, reward) * done_f) * value
-    delta = reward + discount * bootstrap - value
-    decay = discount * gae_lambda * not_done
+    delta = _rows(reward + discount * bootstrap - value)
+    decay = _rows(discount * gae_lambda * not_done)
     running = 0.
     steps = []
     for t in reversed(range(reward.shape[0])):
