@@ -294,15 +294,16 @@ class OffPolicyAlgorithm(RlAlgorithm):
         if itr < self.min_itr_learn or not self.replay_buffer.can_sample():
             return self.OptInfoCls(**stats)
         to_device = self.agent.device.type != "cpu"
+        replay, batch_B = self.replay_buffer, self.replay_batch_B
         for _ in range(self.updates_this_iteration()):
-            batch = self.replay_buffer.sample_batch(self.replay_batch_B)
+            batch = replay.sample_batch(batch_B)
             if to_device:
                 batch = buffer_to(batch, device=self.agent.device)
             info, priorities = self.update(batch)
             if not self.check_update(batch):  # Skipped by the non-finite guard.
                 continue
             if priorities is not None:
-                self.replay_buffer.update_batch_priorities(priorities)
+                replay.update_batch_priorities(priorities)
             self.update_counter += 1
             if self.update_counter % self.target_update_interval == 0:
                 self.agent.update_target(self.target_update_tau)

@@ -106,26 +106,27 @@ class TransitionLayout:
         s, T, B = r.storage.samples, r.storage.T, r.storage.B
         n = len(T_idxs)
         target_T_idxs = (T_idxs + r.n_step_return) % T
-        # One gather per field for the step, its predecessor and the target's predecessor.
+        # One gather per field for the step, its predecessor and the target's predecessor
+        # (rewards of the predecessors only: the step's own is in ``return_``).
         rows = np.concatenate((T_idxs, (T_idxs - 1) % T, (target_T_idxs - 1) % T))
         flat = rows * B + np.concatenate((B_idxs, B_idxs, B_idxs))
         action = _gather(s.action, flat)
-        reward = _gather(s.reward, flat)
+        prev_reward = _gather(s.reward, flat[n:])
         done = _gather(s.done, flat[:2 * n])
         prev_done = done[n:].astype(bool, copy=False)
         if prev_done.any():  # A new episode: no previous action or reward.
             buffer_func(action, _zero_where, n, prev_done)
-            reward[n:2 * n][prev_done] = 0
-        action, reward = torchify_buffer(action), torch.from_numpy(reward)
+            prev_reward[:n][prev_done] = 0
+        action, prev_reward = torchify_buffer(action), torch.from_numpy(prev_reward)
         observation = torchify_buffer(r.extract_observation(
             np.concatenate((T_idxs, target_T_idxs)), np.concatenate((B_idxs, B_idxs))))
         fields = dict(
             agent_inputs=AgentInputs(observation=observation[:n], prev_action=action[n:2 * n],
-                                     prev_reward=reward[n:2 * n]),
+                                     prev_reward=prev_reward[:n]),
             action=action[:n],
             done=torch.from_numpy(done[:n]),
             target_inputs=AgentInputs(observation=observation[n:], prev_action=action[2 * n:],
-                                      prev_reward=reward[2 * n:]))
+                                      prev_reward=prev_reward[n:]))
         for name, value in r.targets.at(T_idxs, B_idxs).items():
             fields[name] = torch.from_numpy(value)
         if is_weights is not None:

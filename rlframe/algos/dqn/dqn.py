@@ -15,7 +15,7 @@ from rlframe.algos.base import make_optimizer
 from rlframe.algos.off_policy import (OffPolicyAlgorithm, SamplesToBuffer,  # noqa: F401
                                       SamplesToBufferTl, is_frame_stack)
 from rlframe.utils.checks import as_int, check_number
-from rlframe.utils.tensor import select_at_indexes, valid_mean
+from rlframe.utils.tensor import valid_mean
 
 if TYPE_CHECKING:
     from rlframe.agents.base import BaseAgent
@@ -160,15 +160,18 @@ class DQN(OffPolicyAlgorithm):
         # First: it reads whether the batch has time-limit cuts, which would split a
         # compiled loss in two anywhere later.
         valid = self.valid_mask(samples)
-        qs = self.agent(*samples.agent_inputs)  # [B, A]
-        q = select_at_indexes(samples.action, qs)
+        agent = self.agent
+        # Plain gathers: the model's [B, A] output was checked when the run started, so
+        # select_at_indexes' shape checks would only repeat themselves every update.
+        qs = agent(*samples.agent_inputs)  # [B, A]
+        q = qs.gather(-1, samples.action.long().unsqueeze(-1)).squeeze(-1)
         with torch.no_grad():
-            target_qs = self.agent.target(*samples.target_inputs)
+            target_qs = agent.target(*samples.target_inputs)
             if self.double_dqn:
-                next_a = torch.argmax(self.agent(*samples.target_inputs), dim=-1)
-                target_q = select_at_indexes(next_a, target_qs)
+                next_a = agent(*samples.target_inputs).argmax(dim=-1, keepdim=True)
+                target_q = target_qs.gather(-1, next_a).squeeze(-1)
             else:
-                target_q = torch.max(target_qs, dim=-1).values
+                target_q = target_qs.max(dim=-1).values
             # y = return_n + (1 - done_n) * discount^n * target_q, in two ops.
             y = torch.add(samples.return_, target_q.masked_fill_(samples.done_n.bool(), 0.),
                           alpha=self.discount ** self.n_step_return)
