@@ -253,11 +253,13 @@ class EnvStepper:
             samples.env.observation[t] = obs
         if self.any_held:
             reward, done, env_info, traj_done, new_obs = self._step_some(action, agent_info)
+            any_done = done.any()
         else:
             new_obs, reward, done, env_info = self.venv.step(action)
             traj_done = getattr(env_info, "traj_done", done)
             self.tracker.record(obs, action, reward, done, agent_info, env_info)
-            if done.any():
+            any_done = done.any()
+            if any_done:  # Before any reset: new_obs may be a view of the env's buffer.
                 self.completed.extend(self.tracker.finish(traj_done, new_obs))
             obs[:] = new_obs
         if samples is not None:
@@ -270,8 +272,8 @@ class EnvStepper:
         prev_reward[:] = reward
         if prev_action is not action:
             prev_action[:] = action
-        if done.any():
-            self._after_done(done, traj_done if not self.any_held else None)
+        if any_done:
+            self._after_done(done, traj_done)
         return done
 
     def release_held(self) -> np.ndarray:
