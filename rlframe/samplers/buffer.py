@@ -85,9 +85,9 @@ def get_example_outputs(agent: BaseAgent, env: Env | VecEnv, examples: Examples 
     examples = {} if examples is None else examples
     if isinstance(env, VecEnv):
         env.reset()
-        vec_step = env.step(env.sample_actions())
-        a = buffer_method(env.sample_actions()[0], "copy")
-        o, r, d, env_info = (buffer_method(x[0], "copy") for x in vec_step)
+        actions = env.sample_actions()
+        o, r, d, env_info = (buffer_method(x[0], "copy") for x in env.step(actions))
+        a = buffer_method(actions[0], "copy")
     else:
         env.reset()
         a = env.action_space.sample()

@@ -9,13 +9,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
+import numpy as np
+
+from rlframe.agents.base import AgentInputs
 from rlframe.samplers.stepping import EnvStepper
+from rlframe.utils.buffer import numpify_buffer
 from rlframe.utils.logging import logger
 
 if TYPE_CHECKING:
     from multiprocessing.queues import Queue
 
-    from rlframe.agents.base import AgentInputs, BaseAgent
+    from rlframe.agents.base import BaseAgent
     from rlframe.envs.base import Env
     from rlframe.envs.vector import VecEnv
     from rlframe.samplers.collections import Samples, TrajInfo
@@ -129,7 +133,6 @@ class BaseEvalCollector:
         self.traj_info_kwargs = dict(traj_info_kwargs or {})
         inputs = None
         if step_buffer_np is not None:
-            from rlframe.agents.base import AgentInputs
             inputs = AgentInputs(step_buffer_np.observation, step_buffer_np.action,
                                  step_buffer_np.reward)
         self.stepper = EnvStepper(envs, TrajInfoCls, self.traj_info_kwargs, inputs=inputs,
@@ -137,3 +140,15 @@ class BaseEvalCollector:
 
     def collect_evaluation(self, itr: int) -> None:
         raise NotImplementedError
+
+
+def step_with_agent(agent: BaseAgent, stepper: EnvStepper, t: int) -> None:
+    """One step of ``stepper``'s envs with actions ``agent`` picks from its inputs.
+
+    The agent's state is reset for envs whose episode ended (``agent.reset_one``).
+    """
+    action, agent_info = agent.step(*stepper.inputs_pyt)
+    done = stepper.step(t, numpify_buffer(action), numpify_buffer(agent_info))
+    if done.any():
+        for b in np.flatnonzero(done):
+            agent.reset_one(idx=b)

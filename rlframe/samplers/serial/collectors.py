@@ -3,10 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
-import numpy as np
-
-from rlframe.samplers.collectors import BaseEvalCollector
-from rlframe.utils.buffer import numpify_buffer
+from rlframe.samplers.collectors import BaseEvalCollector, step_with_agent
 from rlframe.utils.logging import logger
 
 if TYPE_CHECKING:
@@ -44,10 +41,7 @@ class SerialEvalCollector(BaseEvalCollector):
         agent.eval_mode(itr)
         completed: list[TrajInfo] = []
         for t in range(self.max_T):
-            act_pyt, agent_info = agent.step(*stepper.inputs_pyt)
-            done = stepper.step(t, numpify_buffer(act_pyt), numpify_buffer(agent_info))
-            for b in np.flatnonzero(done):
-                agent.reset_one(idx=b)
+            step_with_agent(agent, stepper, t)
             completed.extend(stepper.pop_completed())
             if self.max_trajectories is not None and len(completed) >= self.max_trajectories:
                 logger.log("Evaluation reached max num trajectories "

@@ -3,10 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import numpy as np
-
-from rlframe.samplers.collectors import BaseCollector, BaseEvalCollector
-from rlframe.utils.buffer import numpify_buffer
+from rlframe.samplers.collectors import BaseCollector, BaseEvalCollector, step_with_agent
 
 if TYPE_CHECKING:
     from rlframe.agents.base import AgentInputs, BaseAgent
@@ -27,19 +24,14 @@ class CpuResetCollector(BaseCollector):
     def collect_batch(self, agent_inputs: AgentInputs, traj_infos: TrajTracker,
                       itr: int) -> tuple[AgentInputs, TrajTracker, list[TrajInfo]]:
         stepper, agent = self.stepper, self.agent
-        inputs_pyt = stepper.inputs_pyt
         stepper.begin_batch()
         agent.sample_mode(itr)
         for t in range(self.batch_T):
-            act_pyt, agent_info = agent.step(*inputs_pyt)
-            done = stepper.step(t, numpify_buffer(act_pyt), numpify_buffer(agent_info))
-            if done.any():
-                for b in np.flatnonzero(done):
-                    agent.reset_one(idx=b)
+            step_with_agent(agent, stepper, t)
         agent_buf = self.samples_np.agent
         if "bootstrap_value" in agent_buf:
             # Value of the observation after the last step (for returns/GAE).
-            agent_buf.bootstrap_value[:] = agent.value(*inputs_pyt)
+            agent_buf.bootstrap_value[:] = agent.value(*stepper.inputs_pyt)
         return stepper.inputs, stepper.tracker, stepper.pop_completed()
 
 
@@ -75,10 +67,7 @@ class CpuEvalCollector(BaseEvalCollector):
         agent.reset()
         agent.eval_mode(itr)
         for t in range(self.max_T):
-            act_pyt, agent_info = agent.step(*stepper.inputs_pyt)
-            done = stepper.step(t, numpify_buffer(act_pyt), numpify_buffer(agent_info))
-            for b in np.flatnonzero(done):
-                agent.reset_one(idx=b)
+            step_with_agent(agent, stepper, t)
             for traj_info in stepper.pop_completed():
                 self.traj_infos_queue.put(traj_info)
             if self.sync.stop_eval.value:
