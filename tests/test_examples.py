@@ -23,6 +23,8 @@ CASES = {
     "example_sac_mujoco.py": ["--n_steps", "200", "--log_interval_steps", "100",
                               "--min_steps_learn", "100", "--eval_max_trajectories", "2",
                               "--seed", "1"],
+    "example_sync_ppo.py": ["--n_rank", "2", "--n_steps", "2048", "--log_interval_steps", "1024",
+                            "--seed", "1"],
     "example_td3_pendulum.py": ["--n_steps", "200", "--log_interval_steps", "100",
                                 "--min_steps_learn", "100", "--seed", "1"],
 }

@@ -8,6 +8,7 @@ call ``__call__``. Recurrent agents keep their RNN state between steps.
 from __future__ import annotations
 
 import copy
+import inspect
 import multiprocessing as mp
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
@@ -41,6 +42,24 @@ else:
                                      ["observation", "prev_action", "prev_reward",
                                       "init_rnn_state"])
     AgentStep = namedarraytuple("AgentStep", ["action", "agent_info"])
+
+
+# DistributedDataParallel's switch for buffer broadcasts before forward passes
+# (renamed in newer torch; buffers are still broadcast once, when wrapping).
+_NO_FORWARD_BUFFER_SYNC = ({"forward_sync_buffers": False}
+                           if "forward_sync_buffers" in inspect.signature(DDP).parameters
+                           else {"broadcast_buffers": False})
+
+
+def wrap_ddp(model: torch.nn.Module, device: torch.device) -> DDP:
+    """``model`` in DistributedDataParallel on ``device`` (CPU: no device ids, gloo).
+
+    Buffers are not broadcast before every forward pass: a collective there would
+    make every sampling step (and rank 0's evaluation alone) a meeting of all ranks.
+    """
+    device_id = device.index if device.type == "cuda" else None
+    return DDP(model, device_ids=None if device_id is None else [device_id],
+               output_device=device_id, **_NO_FORWARD_BUFFER_SYNC)
 
 
 class BaseAgent:
@@ -183,8 +202,7 @@ class BaseAgent:
             the CUDA device index, or None on CPU (gloo).
         """
         device_id = self.device.index if self.device.type == "cuda" else None
-        self.model = DDP(self.model, device_ids=None if device_id is None else [device_id],
-                         output_device=device_id)
+        self.model = wrap_ddp(self.model, self.device)
         self._ddp = True
         logger.log(f"Initialized DistributedDataParallel agent model on device {self.device}.")
         return device_id

@@ -137,7 +137,7 @@ class MinibatchRlBase(BaseRunner):
         self._stop_reason = None
         self._callbacks_started = False
         self.last_completed_itr: int | None = None
-        if not logger.writes_files():
+        if not logger.writes_files() and getattr(self, "rank", 0) == 0:  # Rank 0 logs.
             message = (f"{type(self).__name__}.train() runs outside logger_context: nothing "
                        "(progress.csv, debug.log, snapshots) will be saved. Wrap it in "
                        "`with logger_context(log_dir, run_ID, name, config): runner.train()`.")
@@ -187,7 +187,7 @@ class MinibatchRlBase(BaseRunner):
             n_itr += log_interval_itrs - n_itr % log_interval_itrs
         self.log_interval_itrs = log_interval_itrs
         self.n_itr = n_itr
-        if n_itr * self.itr_batch_size != self.n_steps:
+        if n_itr * self.itr_batch_size != self.n_steps and self.rank == 0:
             message = (f"n_steps={self.n_steps} is not a whole number of log intervals of "
                        f"{log_interval_itrs} iteration(s) of {self.itr_batch_size} env steps: "
                        f"training for {n_itr * self.itr_batch_size} env steps ({n_itr} "

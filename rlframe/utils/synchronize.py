@@ -1,10 +1,13 @@
 """Inter-process synchronisation helpers: a readers-writer lock, queue draining, ports."""
 from __future__ import annotations
 
+import ctypes
 import multiprocessing as mp
 import operator
 import queue
+import signal
 import socket
+import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -142,3 +145,15 @@ def find_port(offset: int) -> int:
             return port
     raise RuntimeError(f"find_port(offset={offset}): no free port among "
                        f"{FIRST_PORT + offset}, {FIRST_PORT + offset + PORT_STRIDE}, ... 65535.")
+
+
+def die_with_parent() -> None:
+    """Ask Linux to send SIGTERM to this process when its parent exits."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        PR_SET_PDEATHSIG = 1
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        pass

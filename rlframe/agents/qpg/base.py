@@ -92,13 +92,6 @@ def unwrap(model: torch.nn.Module) -> torch.nn.Module:
     return model.module if isinstance(model, DDP) else model
 
 
-def wrap_ddp(model: torch.nn.Module, device: torch.device) -> DDP:
-    """``model`` in DistributedDataParallel on ``device`` (CPU: no device ids, gloo)."""
-    device_id = device.index if device.type == "cuda" else None
-    return DDP(model, device_ids=None if device_id is None else [device_id],
-               output_device=device_id)
-
-
 class TargetPairs:
     """The tensors of ``(target, source)`` model pairs, gathered once for fast updates.
 

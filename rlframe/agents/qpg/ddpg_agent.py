@@ -7,10 +7,9 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 
 import torch
 
-from rlframe.agents.base import AgentStep, BaseAgent
+from rlframe.agents.base import AgentStep, BaseAgent, wrap_ddp
 from rlframe.agents.qpg.base import (AgentInfo, LearningStartMixin, TargetPairs, accepts_kwarg,
-                                     chain_parameters, check_continuous_action_space, unwrap,
-                                     wrap_ddp)
+                                     chain_parameters, check_continuous_action_space, unwrap)
 from rlframe.distributions.gaussian import DistInfo, Gaussian
 from rlframe.models.qpg.mlp import MuMlpModel, QofMuMlpModel
 from rlframe.models.utils import strip_ddp_state_dict

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 
 import torch
 
-from rlframe.agents.base import AgentStep, BaseAgent
+from rlframe.agents.base import AgentStep, BaseAgent, wrap_ddp
 from rlframe.agents.qpg.base import (LearningStartMixin, TargetPairs, chain_parameters,
-                                     check_continuous_action_space, unwrap, wrap_ddp)
+                                     check_continuous_action_space, unwrap)
 from rlframe.distributions.gaussian import DistInfoStd, Gaussian
 from rlframe.models.qpg.mlp import PiMlpModel, QofMuMlpModel
 from rlframe.models.utils import strip_ddp_state_dict

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
 
-from rlframe.agents.qpg.base import wrap_ddp
+from rlframe.agents.base import wrap_ddp
 from rlframe.agents.qpg.ddpg_agent import DdpgAgent
 from rlframe.distributions.gaussian import DistInfo, Gaussian
 from rlframe.models.utils import strip_ddp_state_dict

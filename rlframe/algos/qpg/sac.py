@@ -11,6 +11,7 @@ import torch
 from rlframe.algos.base import make_optimizer
 from rlframe.algos.off_policy import OffPolicyAlgorithm, SamplesToBuffer, SamplesToBufferTl
 from rlframe.utils.checks import check_number
+from rlframe.utils.distributed import average_gradients
 from rlframe.utils.tensor import valid_mean
 
 if TYPE_CHECKING:
@@ -187,6 +188,7 @@ class SAC(OffPolicyAlgorithm):
                                      valid)
             self.alpha_optimizer.zero_grad()
             alpha_loss.backward()
+            average_gradients((self.log_alpha,))  # Outside DDP: average over ranks here.
             self.alpha_optimizer.step()
             self._alpha = torch.exp(self.log_alpha.detach())
         q1, q2 = q1.detach(), q2.detach()

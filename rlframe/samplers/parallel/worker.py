@@ -7,10 +7,8 @@ the master) or when the master process is gone.
 """
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
-import sys
 import traceback
 from typing import TYPE_CHECKING, Iterable
 
@@ -21,6 +19,7 @@ from rlframe.envs.vector import make_vec_env
 from rlframe.utils.launching.pinning import set_cpu_affinity
 from rlframe.utils.logging import logger
 from rlframe.utils.seed import set_seed
+from rlframe.utils.synchronize import die_with_parent
 
 if TYPE_CHECKING:
     from multiprocessing.synchronize import Semaphore
@@ -36,7 +35,7 @@ def initialize_worker(rank: int, seed: int | None = None, cpu: int | Iterable[in
     master shut them down. On Linux a worker also dies with its master.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _die_with_parent()
+    die_with_parent()
     log_msg = f"Sampler rank {rank} initialized"
     if cpu is not None:
         pinned = set_cpu_affinity(cpu)
@@ -49,18 +48,6 @@ def initialize_worker(rank: int, seed: int | None = None, cpu: int | Iterable[in
         set_seed(seed)
         log_msg += f", Seed {seed}"
     logger.log(log_msg + ".")
-
-
-def _die_with_parent() -> None:
-    """Ask Linux to send SIGTERM to this process when its parent exits."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        PR_SET_PDEATHSIG = 1
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:
-        pass
 
 
 def wait_for(semaphore: Semaphore, master_pid: int) -> None:

@@ -44,7 +44,8 @@ __all__ = [
     "RUN_SLOT", "CPU_PER_WORKER", "CPU_PER_RUN", "CPU_RESERVED", "ASYNC_SAMPLE",
     "SAMPLE_GPU_PER_RUN", "OPTIM_SAMPLE_SHARE_GPU", "ALTERNATING", "SET_AFFINITY", "ABBREVS",
     "Affinity", "encode_affinity", "decode_affinity", "prepend_run_slot", "remove_run_slot",
-    "affinity_from_code", "make_affinity", "quick_affinity_code", "get_n_run_slots",
+    "affinity_from_code", "make_affinity", "make_sync_affinity", "quick_affinity_code",
+    "get_n_run_slots",
     "get_hyperthread_offset", "get_n_socket",
     # Builders.
     "get_master_cpus", "get_workers_cpus", "build_cpu_affinity", "build_gpu_affinity",
@@ -271,6 +272,64 @@ def affinity_from_code(run_slot_affinity_code: str) -> Affinity:
 def make_affinity(run_slot: int = 0, **kwargs: Any) -> Affinity:
     """``affinity_from_code(encode_affinity(run_slot=run_slot, **kwargs))``."""
     return affinity_from_code(encode_affinity(run_slot=run_slot, **kwargs))
+
+
+def make_sync_affinity(n_rank: int, n_cpu_core: int | None = None,
+                       cpu_per_rank: int | None = None, cpu_per_worker: int = 1,
+                       hyperthread_offset: int | None = None, run_slot: int = 0,
+                       set_affinity: bool = True) -> list[AttrDict]:
+    """The per-rank affinity list of a ``SyncRl`` run on a CPU-only machine.
+
+    Rank ``r`` gets its own ``cpu_per_rank`` cores (and their hyperthreads): its
+    runner pins itself there, and a ``CpuSampler`` in that rank starts one worker
+    per ``cpu_per_worker`` of them. On GPU machines use
+    ``make_affinity(n_gpu=..., gpu_per_run=...)``, which gives one dict per GPU.
+    ::
+
+        affinity = make_sync_affinity(n_rank=2)  # 2 cores: rank 0 on core 0, rank 1 on core 1
+        runner = SyncRl(algo=algo, agent=agent, sampler=sampler, n_steps=1e6,
+                        affinity=affinity)
+
+    Args:
+        n_rank: number of ranks (processes); the list's length.
+        n_cpu_core: physical cores to use (default: all this process may use,
+            hyperthreads not counted).
+        cpu_per_rank: cores per rank (default: ``n_cpu_core // n_rank``).
+        cpu_per_worker: cores per sampler worker inside a rank.
+        hyperthread_offset: id offset from a core to its hyperthread (default:
+            guessed from this machine; 0: no hyperthreads).
+        run_slot: which group of ``n_rank * cpu_per_rank`` cores this run takes,
+            for several runs side by side.
+        set_affinity: pin processes (False: only thread counts are set).
+
+    Returns:
+        One AttrDict per rank with ``master_cpus``, ``workers_cpus``,
+        ``master_torch_threads``, ``worker_torch_threads``, ``set_affinity``, ...
+    """
+    n_rank = as_int("n_rank", n_rank, minimum=1)
+    hto = get_hyperthread_offset() if hyperthread_offset is None else as_int(
+        "hyperthread_offset", hyperthread_offset, minimum=0)
+    if n_cpu_core is None:
+        usable = usable_cpus()
+        n_logical = len(usable) if usable is not None else (psutil.cpu_count() or 1)
+        n_cpu_core = n_logical // 2 if hto > 0 else n_logical
+    n_cpu_core = as_int("n_cpu_core", n_cpu_core, minimum=1)
+    if cpu_per_rank is None:
+        if n_cpu_core < n_rank:
+            raise ValueError(f"n_rank={n_rank} ranks need at least one core each, but "
+                             f"n_cpu_core={n_cpu_core}; lower n_rank or pass cpu_per_rank "
+                             "and n_cpu_core explicitly.")
+        cpu_per_rank = n_cpu_core // n_rank
+    cpu_per_rank = as_int("cpu_per_rank", cpu_per_rank, minimum=1)
+    n_run_slots = n_cpu_core // (cpu_per_rank * n_rank)
+    if not 0 <= run_slot < n_run_slots:
+        raise ValueError(f"run_slot={run_slot} is not available: n_cpu_core={n_cpu_core} "
+                         f"holds {n_run_slots} run(s) of n_rank={n_rank} x "
+                         f"cpu_per_rank={cpu_per_rank} cores.")
+    return [build_cpu_affinity(run_slot * n_rank + rank, n_cpu_core, cpu_per_rank,
+                               cpw=as_int("cpu_per_worker", cpu_per_worker, minimum=1),
+                               hto=hto, saf=int(bool(set_affinity)))
+            for rank in range(n_rank)]
 
 
 def quick_affinity_code(n_parallel: int | None = None, use_gpu: bool = True,

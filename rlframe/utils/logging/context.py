@@ -20,6 +20,7 @@ from typing import Any, Iterator
 import numpy as np
 import torch
 
+from rlframe.utils.distributed import torchrun_rank
 from rlframe.utils.logging import logger
 
 DATA_DIR_ENV_VAR = "RLFRAME_DATA_DIR"
@@ -162,7 +163,8 @@ def _holds_run_besides(directory: str, own: str) -> bool:
 @contextlib.contextmanager
 def logger_context(log_dir: str, run_ID: int, name: str, log_params: dict | None = None,
                    snapshot_mode: str = "none", override_prefix: bool = False,
-                   use_summary_writer: bool = False, if_exists: str = "error") -> Iterator[str]:
+                   use_summary_writer: bool = False,
+                   if_exists: str = "error") -> Iterator[str | None]:
     """Log a run to its own directory through a fresh logger for the ``with`` block.
 
     The directory is ``<root>/local/<YYYYMMDD>/<HHMMSS>/<log_dir>/run_<run_ID>``,
@@ -197,9 +199,18 @@ def logger_context(log_dir: str, run_ID: int, name: str, log_params: dict | None
             ``run_<run_ID>-1``, ``-2``, ...). Directories are claimed atomically,
             so runs started at once never share one.
 
+    Under torchrun (``RANK`` > 0 in a job of several processes) only rank 0
+    writes: the other ranks get a silent logger, no directory, and ``None``.
+
     Yields:
-        The absolute run directory.
+        The absolute run directory (None on torchrun ranks other than 0).
     """
+    if torchrun_rank() > 0:
+        quiet = logger.Logger()
+        quiet.disable()
+        with logger.use_logger(quiet):
+            yield None
+        return
     summary_writer_cls = None
     if use_summary_writer:
         try:

@@ -1,0 +1,125 @@
+"""torch.distributed helpers of the synchronous runners: process groups, objects,
+gradients and parameter checks across ranks."""
+from __future__ import annotations
+
+import datetime
+import hashlib
+import os
+from typing import Any, Iterable
+
+import torch
+import torch.distributed as dist
+
+# Environment variables that torchrun (torch.distributed.run) sets in every process.
+TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+
+
+def torchrun_env() -> dict[str, int] | None:
+    """This process's place in a torchrun job, or None when not started by torchrun.
+
+    Returns:
+        ``dict(rank, world_size, local_rank)`` when every variable of
+        :data:`TORCHRUN_VARS` is set and ``WORLD_SIZE > 1``; else None.
+    """
+    if any(name not in os.environ for name in TORCHRUN_VARS):
+        return None
+    try:
+        values = {name: int(os.environ[name]) for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    except ValueError as error:
+        raise ValueError(f"torchrun's RANK, WORLD_SIZE and LOCAL_RANK must be integers: "
+                         f"{error}") from None
+    if values["WORLD_SIZE"] <= 1:
+        return None
+    return dict(rank=values["RANK"], world_size=values["WORLD_SIZE"],
+                local_rank=values["LOCAL_RANK"])
+
+
+def torchrun_rank() -> int:
+    """This process's rank in a torchrun job of several processes, else 0."""
+    env = torchrun_env()
+    return 0 if env is None else env["rank"]
+
+
+def init_process_group(backend: str, rank: int, world_size: int, init_method: str,
+                       timeout_s: float) -> dist.ProcessGroup | None:
+    """Join the default process group; returns a gloo group for Python objects.
+
+    Args:
+        backend: ``"gloo"`` (CPU) or ``"nccl"`` (CUDA).
+        rank, world_size: this process's rank and the number of processes.
+        init_method: ``"tcp://host:port"``, or ``"env://"`` under torchrun.
+        timeout_s: seconds a collective may wait for the other ranks.
+
+    Returns:
+        None when the default group is gloo (it carries objects itself), else a
+        new gloo group over the same ranks.
+    """
+    dist.init_process_group(backend, init_method=init_method, rank=rank,
+                            world_size=world_size,
+                            timeout=datetime.timedelta(seconds=timeout_s))
+    return None if backend == "gloo" else dist.new_group(backend="gloo")
+
+
+def broadcast_object(obj: Any, src: int = 0, group: dist.ProcessGroup | None = None) -> Any:
+    """``obj`` of rank ``src``, on every rank (picklable objects)."""
+    holder = [obj]
+    dist.broadcast_object_list(holder, src=src, group=group)
+    return holder[0]
+
+
+def gather_objects(obj: Any, dst: int = 0,
+                   group: dist.ProcessGroup | None = None) -> list[Any] | None:
+    """Every rank's ``obj``, in rank order, on rank ``dst`` (None on the others)."""
+    world_size = dist.get_world_size(group)
+    gathered: list[Any] | None = [None] * world_size if dist.get_rank() == dst else None
+    dist.gather_object(obj, gathered, dst=dst, group=group)
+    return gathered
+
+
+def average_gradients(params: Iterable[torch.Tensor]) -> None:
+    """Average the gradients of ``params`` over all ranks, in place.
+
+    For parameters trained outside DistributedDataParallel (e.g. SAC's
+    ``log_alpha``); a no-op without a process group of several ranks.
+    """
+    if not dist.is_available() or not dist.is_initialized():
+        return
+    world_size = dist.get_world_size()
+    if world_size == 1:
+        return
+    for p in params:
+        if p.grad is not None:
+            dist.all_reduce(p.grad)
+            p.grad.div_(world_size)
+
+
+def broadcast_tensors(tensors: Iterable[torch.Tensor], src: int = 0,
+                      group: dist.ProcessGroup | None = None) -> None:
+    """Overwrite ``tensors`` with rank ``src``'s values, in place, through a gloo
+    ``group`` (CUDA tensors travel through the CPU)."""
+    for t in tensors:
+        if t.device.type == "cpu":
+            dist.broadcast(t.detach(), src=src, group=group)
+        else:
+            staged = t.detach().cpu()
+            dist.broadcast(staged, src=src, group=group)
+            t.detach().copy_(staged)
+
+
+def state_digest(state: Any) -> str:
+    """SHA-1 of every tensor in a (nested) state dict, in key order: equal digests on
+    two ranks mean bit-identical parameters."""
+    digest = hashlib.sha1()
+
+    def visit(node: Any) -> None:
+        if isinstance(node, torch.Tensor):
+            digest.update(node.detach().cpu().reshape(-1).contiguous().view(torch.uint8).numpy().tobytes())
+        elif isinstance(node, dict):
+            for key in sorted(node, key=str):
+                digest.update(str(key).encode())
+                visit(node[key])
+        elif isinstance(node, (list, tuple)):
+            for item in node:
+                visit(item)
+    visit(state)
+    return digest.hexdigest()
