@@ -28,6 +28,8 @@ CASES = {
                   "--json", "vs_sb3.json"],
     "pg_updates.py": ["--rounds", "1", "--iterations", "1"],
     "compile_speedup.py": ["--rounds", "1", "--iterations", "1", "--updates", "4"],
+    "sync_scaling.py": ["--env_id", "Pendulum-v1", "--batch_T", "64", "--itrs", "3",
+                        "--rounds", "1"],
 }
 RATIO = {  # What each script's table prints next to its figures.
     "sampler_throughput.py": r"\d+\.\d\d\s+\d+\.\d\d",
@@ -41,6 +43,7 @@ RATIO = {  # What each script's table prints next to its figures.
     "pg_updates.py": r"ratio \d\.\d{3}",
     # Where torch.compile cannot run, the script says so instead.
     "compile_speedup.py": r"speedup \d+\.\d\d|torch.compile cannot run here",
+    "sync_scaling.py": r"2 ranks x 1 thread\s+\d+\s+\d+\.\d\s+\d+\.\d\dx",
 }
 NEEDS = {"vs_sb3.py": "stable_baselines3"}  # Optional packages a script compares against.
 JSON_OUTPUTS = {"vs_sb3.py": ("vs_sb3.json", ["sampling", "ppo"])}  # File, top-level keys.

@@ -148,6 +148,50 @@ def test_sac_sync_keeps_ranks_identical(in_tmp_cwd):
     assert float(algo.log_alpha.detach()) != 0.  # The temperature did train.
 
 
+def off_policy_cases():
+    from rlframe.agents.dqn.catdqn_agent import CatDqnAgent
+    from rlframe.agents.dqn.r2d1_agent import R2d1Agent
+    from rlframe.agents.qpg.ddpg_agent import DdpgAgent
+    from rlframe.agents.qpg.td3_agent import Td3Agent
+    from rlframe.algos.dqn.cat_dqn import CategoricalDQN
+    from rlframe.algos.dqn.r2d1 import R2D1
+    from rlframe.algos.qpg.ddpg import DDPG
+    from rlframe.algos.qpg.td3 import TD3
+    from rlframe.envs.wrappers import make_velocity_hidden_cartpole
+    pendulum = dict(EnvCls=gym_make, env_kwargs=dict(id="Pendulum-v1"))
+    return {
+        "catdqn": (lambda: CategoricalDQN(batch_size=32, min_steps_learn=64, replay_size=1000,
+                                          replay_ratio=8, target_update_interval=4),
+                   CatDqnAgent, dict(EnvCls=gym_make, env_kwargs=dict(id="CartPole-v1"))),
+        "r2d1": (lambda: R2D1(batch_T=8, batch_B=4, warmup_T=4, store_rnn_state_interval=4,
+                              min_steps_learn=64,
+                              replay_size=800, replay_ratio=2, n_step_return=2,
+                              target_update_interval=3, eps_steps=200),
+                 lambda: R2d1Agent(model_kwargs=dict(lstm_size=16, head_size=16)),
+                 dict(EnvCls=make_velocity_hidden_cartpole, env_kwargs={})),
+        "ddpg": (lambda: DDPG(batch_size=32, min_steps_learn=64, replay_size=1000,
+                              replay_ratio=32), DdpgAgent, pendulum),
+        "td3": (lambda: TD3(batch_size=32, min_steps_learn=64, replay_size=1000,
+                            replay_ratio=32), Td3Agent, pendulum),
+    }
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name", ["catdqn", "r2d1", "ddpg", "td3"])
+def test_off_policy_algorithms_train_in_sync(name, in_tmp_cwd):
+    """Every model of the algorithm (critics, target networks, recurrent state
+    models) trains through DDP: the ranks end bit-identical."""
+    make_algo, make_agent, env = off_policy_cases()[name]
+    algo = make_algo()
+    sampler = SerialSampler(**env, batch_T=8, batch_B=2, max_decorrelation_steps=0)
+    runner = SyncRl(algo=algo, agent=make_agent(), sampler=sampler, n_steps=8 * 2 * 2 * 12,
+                    log_interval_steps=8 * 2 * 2 * 6, affinity=TWO_RANKS, seed=7)
+    with logger_context("sync_" + name, 0, name, {}, snapshot_mode="none"):
+        runner.train()
+    assert algo.update_counter > 0
+    assert runner.rank_digests[0] == runner.rank_digests[1]
+
+
 # --------------------------------------------------------------------------- failures
 
 class FailingPPO(PPO):

@@ -58,8 +58,10 @@ def wrap_ddp(model: torch.nn.Module, device: torch.device) -> DDP:
     make every sampling step (and rank 0's evaluation alone) a meeting of all ranks.
     """
     device_id = device.index if device.type == "cuda" else None
+    # Gradients live in the all-reduce buckets: no copy into and out of them per update.
     return DDP(model, device_ids=None if device_id is None else [device_id],
-               output_device=device_id, **_NO_FORWARD_BUFFER_SYNC)
+               output_device=device_id, gradient_as_bucket_view=True,
+               **_NO_FORWARD_BUFFER_SYNC)
 
 
 class BaseAgent:
