@@ -302,14 +302,19 @@ class SyncRlMixin:
         self._init_method = init_method
 
     def _scale_batches(self) -> None:
+        """Strong scaling: this rank's share of the given totals (kept, so that a second
+        ``train()`` does not split them again)."""
         if self.batch_scaling != "strong":
             return
         ws = self.world_size
-        spec = self.sampler.batch_spec
+        if not hasattr(self, "_total_batches"):
+            self._total_batches = (self.sampler.batch_spec,
+                                   getattr(self.algo, "_batch_size", None))
+        spec, batch_size = self._total_batches
         self.sampler.batch_B = spec.B // ws
         self.sampler.batch_spec = BatchSpec(spec.T, spec.B // ws)
-        if getattr(self.algo, "_batch_size", None) is not None:
-            self.algo._batch_size //= ws
+        if batch_size is not None:
+            self.algo._batch_size = batch_size // ws
         logger.log(f"Strong scaling: each of {ws} ranks samples batch_B={spec.B // ws}.")
 
     def _sync_initial_state(self) -> None:
