@@ -13,7 +13,6 @@ import numpy as np
 
 from rlframe.agents.base import AgentInputs
 from rlframe.samplers.stepping import EnvStepper
-from rlframe.utils.buffer import numpify_buffer
 from rlframe.utils.logging import logger
 
 if TYPE_CHECKING:
@@ -145,10 +144,12 @@ class BaseEvalCollector:
 def step_with_agent(agent: BaseAgent, stepper: EnvStepper, t: int) -> None:
     """One step of ``stepper``'s envs with actions ``agent`` picks from its inputs.
 
-    The agent's state is reset for envs whose episode ended (``agent.reset_one``).
+    The agent's outputs go to the stepper as they are (it takes numpy views of
+    CPU tensors). The agent's state is reset for envs whose episode ended
+    (``agent.reset_one``).
     """
     action, agent_info = agent.step(*stepper.inputs_pyt)
-    done = stepper.step(t, numpify_buffer(action), numpify_buffer(agent_info))
-    if done.any():
-        for b in np.flatnonzero(done):
+    done = stepper.step(t, action, agent_info)
+    if np.count_nonzero(done):
+        for b in done.nonzero()[0]:
             agent.reset_one(idx=b)

@@ -17,7 +17,8 @@ import numpy as np
 from rlframe.agents.base import AgentInputs
 from rlframe.envs.vector import as_vec_env
 from rlframe.samplers.collections import TrajInfo
-from rlframe.utils.buffer import buffer_from_example, torchify_buffer
+from rlframe.utils.buffer import (RowWriter, buffer_from_example, numpify_buffer,
+                                  torchify_buffer)
 
 if TYPE_CHECKING:
     from rlframe.envs.base import Env
@@ -198,6 +199,13 @@ class EnvStepper:
         self.completed: list[TrajInfo] = []
         self._temp_obs: Any = None
         self._full: tuple | None = None  # [B] reward, done and env_info rows (holding envs).
+        # Row t of each [T, B] field, written leaf by leaf (see RowWriter).
+        self._writers: tuple[RowWriter, ...] | None = None
+        if samples_np is not None:
+            agent, env = samples_np.agent, samples_np.env
+            self._writers = tuple(RowWriter(buf) for buf in (
+                env.observation, agent.action, env.reward, env.done, env.env_info,
+                agent.agent_info))
 
     def start(self, max_decorrelation_steps: int = 0) -> AgentInputs:
         """Reset every env, optionally take random steps; returns the agent inputs [B].
@@ -241,34 +249,39 @@ class EnvStepper:
 
         Args:
             t: time index in the batch (ignored without a sample buffer).
-            action: actions [B] (numpy); rows of held envs are zeroed in place.
-            agent_info: the agent's step info [B] (numpy), or None.
+            action: actions [B], numpy or CPU torch (numpy views are taken);
+                rows of held envs are zeroed in place.
+            agent_info: the agent's step info [B] (numpy or torch), or None.
 
         Returns:
             done [B] (bool): envs whose episode ended on this step, and held envs.
         """
+        if type(action) is not np.ndarray:
+            action = numpify_buffer(action)
         obs, prev_action, prev_reward = self.inputs
-        samples = self.samples_np
-        if samples is not None:
-            samples.env.observation[t] = obs
+        writers = self._writers
+        if writers is not None:
+            writers[0].write(t, obs)
+        if self.any_held or not self.tracker.vectorized:
+            agent_info = numpify_buffer(agent_info)  # Indexed per env, or zeroed where held.
         if self.any_held:
             reward, done, env_info, traj_done, new_obs = self._step_some(action, agent_info)
-            any_done = done.any()
+            any_done = np.count_nonzero(done) > 0
         else:
             new_obs, reward, done, env_info = self.venv.step(action)
             traj_done = getattr(env_info, "traj_done", done)
             self.tracker.record(obs, action, reward, done, agent_info, env_info)
-            any_done = done.any()
+            any_done = np.count_nonzero(done) > 0
             if any_done:  # Before any reset: new_obs may be a view of the env's buffer.
                 self.completed.extend(self.tracker.finish(traj_done, new_obs))
             obs[:] = new_obs
-        if samples is not None:
-            samples.agent.action[t] = action
-            samples.env.reward[t] = reward
-            samples.env.done[t] = done
-            samples.env.env_info[t] = env_info
+        if writers is not None:
+            writers[1].write(t, action)
+            writers[2].write(t, reward)
+            writers[3].write(t, done)
+            writers[4].write(t, env_info)
             if agent_info:
-                samples.agent.agent_info[t] = agent_info
+                writers[5].write(t, agent_info)
         prev_reward[:] = reward
         if prev_action is not action:
             prev_action[:] = action
