@@ -33,12 +33,14 @@ class TrajTracker:
     With ``TrajInfoCls`` whose ``step`` is :meth:`TrajInfo.step` (the base class
     or a subclass that only adds ``__init__`` keys or overrides ``terminate``),
     Length, Return, NonzeroRewards and DiscountedReturn are kept in [B] arrays:
-    each step's rewards are appended to a block, folded into the sums when a
-    trajectory ends or the block is full, and copied into a fresh
-    ``TrajInfoCls(**traj_info_kwargs)`` at the end of each trajectory. A
-    subclass that overrides ``step`` is stepped per env, as its code expects:
-    one instance per env, ``step(observation, action, reward, done,
-    agent_info, env_info)`` with that env's rows, every step.
+    each step's rewards are appended as one row to a block [block, B]; a
+    trajectory that ends reads its own column of the block (from the row where
+    it started, ``start`` [B]) on top of its [B] sums, and the whole block is
+    folded into the sums only when it is full. A fresh
+    ``TrajInfoCls(**traj_info_kwargs)`` receives the statistics at the end of
+    each trajectory. A subclass that overrides ``step`` is stepped per env, as
+    its code expects: one instance per env, ``step(observation, action,
+    reward, done, agent_info, env_info)`` with that env's rows, every step.
 
     Args:
         TrajInfoCls: trajectory statistics class.
@@ -55,12 +57,14 @@ class TrajTracker:
         self.vectorized = TrajInfoCls.step is TrajInfo.step
         if self.vectorized:
             self.discount = float(TrajInfoCls(**self.kwargs)._discount)
+            # Sums over the steps before the block (or before the trajectory's start in it).
             self._length = np.zeros(B, dtype=np.int64)
             self.ret = np.zeros(B, dtype=np.float64)
             self.nonzero = np.zeros(B, dtype=np.int64)
             self.disc_ret = np.zeros(B, dtype=np.float64)
             self.cur_discount = np.ones(B, dtype=np.float64)
             self._block = np.zeros((block, B), dtype=np.float32)
+            self._start = np.zeros(B, dtype=np.int64)  # Row of the block where each trajectory began.
             self._powers = self.discount ** np.arange(block, dtype=np.float64)
             self._k = 0
         else:
@@ -109,10 +113,11 @@ class TrajTracker:
             their TrajInfos, after ``terminate(last observation)``; the envs
             start new trajectories.
         """
-        rows = np.flatnonzero(traj_done)
+        rows = traj_done.nonzero()[0]
         envs = rows if idx is None else idx[rows]
         if self.vectorized:
-            self.flush()
+            if len(envs) > 2:  # One fold of the block costs less than several columns.
+                self.flush()
             completed = [self._build(b).terminate(next_observation[j])
                          for j, b in zip(rows, envs)]
         else:
@@ -127,33 +132,55 @@ class TrajTracker:
         if k == 0:
             return
         rewards = self._block[:k].astype(np.float64)
-        self._length += k
+        start = self._start
+        if np.count_nonzero(start):  # Rows before a trajectory's start are not its own.
+            j = np.arange(k)[:, None] - start  # [k, B] steps since each trajectory began.
+            own = j >= 0
+            rewards *= own
+            n = k - start
+            discounted = (np.where(own, self._powers[np.maximum(j, 0)], 0.) * rewards).sum(0)
+            start[:] = 0
+        else:
+            n = k
+            discounted = self._powers[:k] @ rewards
+        self._length += n
         self.ret += rewards.sum(axis=0)
         self.nonzero += np.count_nonzero(rewards, axis=0)
-        self.disc_ret += self.cur_discount * (self._powers[:k] @ rewards)
-        self.cur_discount *= self.discount ** k
+        self.disc_ret += self.cur_discount * discounted
+        self.cur_discount *= self.discount ** n
         self._k = 0
 
     def restart(self, idx: Sequence[int] | np.ndarray) -> None:
         """Start new trajectories in envs ``idx``."""
         if self.vectorized:
-            self.flush()
             self._length[idx] = 0
             self.ret[idx] = 0
             self.nonzero[idx] = 0
             self.disc_ret[idx] = 0
             self.cur_discount[idx] = 1
+            self._start[idx] = self._k
         else:
             for b in idx:
                 self.infos[b] = self.TrajInfoCls(**self.kwargs)
 
     def _build(self, b: int) -> TrajInfo:
+        """A TrajInfo of env ``b``'s running trajectory: its sums plus its block rows."""
         info = self.TrajInfoCls(**self.kwargs)
-        info["Length"] = int(self._length[b])
-        info["Return"] = float(self.ret[b])
-        info["NonzeroRewards"] = int(self.nonzero[b])
-        info["DiscountedReturn"] = float(self.disc_ret[b])
-        info["_cur_discount"] = float(self.cur_discount[b])
+        n = self._k - int(self._start[b])
+        length, ret, nonzero = int(self._length[b]), float(self.ret[b]), int(self.nonzero[b])
+        disc_ret, cur_discount = float(self.disc_ret[b]), float(self.cur_discount[b])
+        if n > 0:
+            rewards = self._block[self._k - n:self._k, b].astype(np.float64)
+            length += n
+            ret += float(np.add.reduce(rewards))
+            nonzero += int(np.count_nonzero(rewards))
+            disc_ret += cur_discount * float(self._powers[:n] @ rewards)
+            cur_discount *= self.discount ** n
+        info["Length"] = length
+        info["Return"] = ret
+        info["NonzeroRewards"] = nonzero
+        info["DiscountedReturn"] = disc_ret
+        info["_cur_discount"] = cur_discount
         return info
 
 
