@@ -136,16 +136,17 @@ class EnvList(VecEnv):
         if self._info_buf is None:
             self._allocate_info(steps[0][3])
         observations, rewards, dones, infos = zip(*steps)
-        observation = _fill_rows(self._obs_buf, observations)
-        reward, done = self._reward[:n], self._done[:n]
+        whole = n == self.num_envs  # Whole buffers, not views of their first n rows.
+        observation = _fill_rows(self._obs_buf, observations, whole)
+        reward, done = (self._reward, self._done) if whole else (self._reward[:n], self._done[:n])
         reward[:] = rewards
         done[:] = dones
         if self._info_leaves is not None:  # Flat info: one assignment per field.
             for j, leaf in enumerate(self._info_leaves):
                 leaf[:n] = [info[j] for info in infos]
-            env_info = self._info_buf[:n]
+            env_info = self._info_buf if whole else self._info_buf[:n]
         else:
-            env_info = _fill_rows(self._info_buf, infos)
+            env_info = _fill_rows(self._info_buf, infos, whole)
         return VecStep(observation, reward, done, env_info)
 
     def seed(self, seed: int | None) -> None:
@@ -166,15 +167,16 @@ class EnvList(VecEnv):
             self._info_leaves = list(self._info_buf)
 
 
-def _fill_rows(buf: Any, rows: Sequence) -> Any:
-    """Write ``rows`` into the first ``len(rows)`` rows of ``buf``; return that view."""
+def _fill_rows(buf: Any, rows: Sequence, whole: bool = False) -> Any:
+    """Write ``rows`` into the first ``len(rows)`` rows of ``buf``; return that view
+    (``buf`` itself where ``whole``: the rows fill it)."""
     n = len(rows)
     if isinstance(buf, np.ndarray):
         buf[:n] = rows
-        return buf[:n]
+        return buf if whole else buf[:n]
     for i, row in enumerate(rows):
         buf[i] = row
-    return buf[:n]
+    return buf if whole else buf[:n]
 
 
 def as_vec_env(envs: VecEnv | Sequence[Env]) -> VecEnv:
