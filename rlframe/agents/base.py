@@ -8,8 +8,9 @@ call ``__call__``. Recurrent agents keep their RNN state between steps.
 from __future__ import annotations
 
 import copy
+import functools
 import multiprocessing as mp
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
 
 import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -42,6 +43,26 @@ else:
                                       "init_rnn_state"])
     AgentStep = namedarraytuple("AgentStep", ["action", "agent_info"])
 
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def step_without_grad(method: _Method) -> _Method:
+    """``@torch.no_grad()`` for agent methods that samplers call every step.
+
+    Where gradients are already off (collectors step agents under
+    ``torch.inference_mode()`` or ``torch.no_grad()``, see
+    :attr:`BaseAgent.step_inference_mode`) no context is entered: entering one
+    costs about as much as a layer of a small policy. Called with gradients on,
+    the method runs under ``torch.no_grad()``, as decorated by it.
+    """
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if torch.is_grad_enabled():
+            with torch.no_grad():
+                return method(*args, **kwargs)
+        return method(*args, **kwargs)
+    return wrapper  # type: ignore[return-value]
+
 
 class BaseAgent:
     """Holds the model; subclasses add a distribution and ``step``/``__call__``.
@@ -55,6 +76,14 @@ class BaseAgent:
 
     recurrent: bool = False  # Keeps an RNN state between steps (RecurrentAgentMixin).
     alternating: bool = False  # Keeps one RNN state per env half (alternating samplers).
+    step_inference_mode: bool = True
+    """Collectors call ``step`` (and ``value``) of this agent under
+    ``torch.inference_mode()`` (cheaper per torch call than ``no_grad``): its
+    outputs are only copied into the sample buffers. Tensors made there are
+    inference tensors, which cannot be changed in place or saved for backward
+    afterwards; an agent that keeps such tensors between steps (recurrent
+    agents keep their RNN state, and reset rows of it in place) sets False and
+    is stepped under ``torch.no_grad()``."""
 
     def __init__(self, ModelCls: type | None = None, model_kwargs: dict | None = None,
                  initial_model_state_dict: dict | None = None):
@@ -203,7 +232,7 @@ class BaseAgent:
                              env_ranks: Sequence[int] | None = None) -> None:
         """Called in each collector with the global env layout (e.g. for vector epsilon)."""
 
-    @torch.no_grad()
+    @step_without_grad
     def step(self, observation: TensorTree, prev_action: torch.Tensor,
              prev_reward: torch.Tensor) -> AgentStep:
         """Select actions for [B] (or [T, B]) inputs; returns CPU ``AgentStep``."""
@@ -311,6 +340,7 @@ class RecurrentAgentMixin:
     """
 
     recurrent = True
+    step_inference_mode = False  # The RNN state lives on between steps.
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -359,6 +389,7 @@ class AlternatingRecurrentAgentMixin:
 
     recurrent = True
     alternating = True
+    step_inference_mode = False  # The RNN states live on between steps.
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
