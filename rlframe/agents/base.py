@@ -44,6 +44,7 @@ else:
     AgentStep = namedarraytuple("AgentStep", ["action", "agent_info"])
 
 _Method = TypeVar("_Method", bound=Callable[..., Any])
+_CPU = torch.device("cpu")
 
 
 def step_without_grad(method: _Method) -> _Method:
@@ -199,11 +200,14 @@ class BaseAgent:
         Returned as it is when the model is on the CPU, where the samplers' and
         replays' tensors already are: no call per leaf in every forward pass.
         """
-        return tree if self.device.type == "cpu" else buffer_to(tree, device=self.device)
+        device = self.device
+        # Comparing devices costs less than reading device.type (a new str every call).
+        return tree if device == _CPU or device.type == "cpu" else buffer_to(tree, device=device)
 
     def to_cpu(self, tree: Any) -> Any:
         """``tree`` on the CPU, where agents return their outputs (as it is from a CPU model)."""
-        return tree if self.device.type == "cpu" else buffer_to(tree, device="cpu")
+        device = self.device
+        return tree if device == _CPU or device.type == "cpu" else buffer_to(tree, device="cpu")
 
     def data_parallel(self) -> int | None:
         """Wrap the model in DistributedDataParallel (process group must exist).
