@@ -50,11 +50,12 @@ class Categorical(DiscreteMixin, Distribution):
         # u ~ U[0, total). Several times faster than torch.multinomial for small batches;
         # each torch call costs about a microsecond here, so none is spent on no-op
         # reshapes or casts.
-        cdf = (prob if prob.dim() == 2 else prob.reshape(-1, self.dim)).cumsum(-1)
+        flat = prob.dim() == 2
+        cdf = (prob if flat else prob.reshape(-1, self.dim)).cumsum(-1)
         u = torch.rand(cdf.shape[0], 1, dtype=cdf.dtype, device=cdf.device)
         u *= cdf[:, -1:]
-        sample = torch.searchsorted(cdf, u, right=True).clamp_(max=self.dim - 1)
-        sample = sample.view(prob.shape[:-1])
+        sample = torch.searchsorted(cdf, u, right=True).clamp_max_(self.dim - 1)
+        sample = sample.squeeze(-1) if flat else sample.view(prob.shape[:-1])
         return sample if sample.dtype == self.dtype else sample.to(self.dtype)
 
     def entropy(self, dist_info: DistInfo) -> torch.Tensor:

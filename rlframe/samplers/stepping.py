@@ -349,7 +349,7 @@ class EnvStepper:
     def _after_done(self, done: np.ndarray, traj_done: np.ndarray | None) -> None:
         obs, prev_action, prev_reward = self.inputs
         if self.mid_batch_reset:
-            reset_ids = np.flatnonzero(traj_done)
+            reset_ids = traj_done.nonzero()[0]
             if reset_ids.size:
                 obs[reset_ids] = self.venv.reset(reset_ids)
             if self.null_done_inputs:
