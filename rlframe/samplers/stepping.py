@@ -10,6 +10,7 @@ finished envs restart (at once, or after the batch).
 """
 from __future__ import annotations
 
+import operator
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
@@ -66,6 +67,7 @@ class TrajTracker:
             self._block = np.zeros((block, B), dtype=np.float32)
             self._start = np.zeros(B, dtype=np.int64)  # Row of the block where each trajectory began.
             self._powers = self.discount ** np.arange(block, dtype=np.float64)
+            self._power_list: list[float] = self._powers.tolist()
             self._k = 0
         else:
             self.infos = [TrajInfoCls(**self.kwargs) for _ in range(B)]
@@ -116,7 +118,7 @@ class TrajTracker:
         rows = traj_done.nonzero()[0]
         envs = rows if idx is None else idx[rows]
         if self.vectorized:
-            if len(envs) > 2:  # One fold of the block costs less than several columns.
+            if len(envs) > 8:  # One fold of the block costs less than many columns.
                 self.flush()
             completed = [self._build(b).terminate(next_observation[j])
                          for j, b in zip(rows, envs)]
@@ -170,11 +172,12 @@ class TrajTracker:
         length, ret, nonzero = int(self._length[b]), float(self.ret[b]), int(self.nonzero[b])
         disc_ret, cur_discount = float(self.disc_ret[b]), float(self.cur_discount[b])
         if n > 0:
-            rewards = self._block[self._k - n:self._k, b].astype(np.float64)
+            # Python floats: a trajectory's column is short, and numpy's calls cost more.
+            rewards = self._block[self._k - n:self._k, b].tolist()
             length += n
-            ret += float(np.add.reduce(rewards))
-            nonzero += int(np.count_nonzero(rewards))
-            disc_ret += cur_discount * float(self._powers[:n] @ rewards)
+            ret += sum(rewards)
+            nonzero += n - rewards.count(0.)
+            disc_ret += cur_discount * sum(map(operator.mul, self._power_list, rewards))
             cur_discount *= self.discount ** n
         info["Length"] = length
         info["Return"] = ret
