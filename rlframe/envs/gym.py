@@ -114,6 +114,8 @@ class GymEnvWrapper(Env):
         """Start an episode (seeded if :meth:`seed` was called since); return the observation."""
         seed, self._next_reset_seed = self._next_reset_seed, None
         obs, _ = self.env.reset(seed=seed)
+        if type(obs) is np.ndarray and obs.dtype == self._obs_dtype:
+            return obs  # What convert() returns for it, without its checks.
         return self._observation_space.convert(obs)
 
     def seed(self, seed: int | None = None) -> None:
