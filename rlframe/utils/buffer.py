@@ -172,14 +172,17 @@ class RowWriter:
         self._get: Callable[[Any], tuple] | None = None
         if paths:
             self._leaves = [attrgetter(p)(dst) for p in paths]
-            getter = attrgetter(*paths)
-            self._get = getter if len(paths) > 1 else lambda src: (getter(src),)
+            self._get = attrgetter(*paths)  # One path: the leaf itself, not a tuple.
+        self._one_leaf = len(self._leaves) == 1
         self._src_type: type | None = None
 
     def write(self, t: int, src: Any) -> None:
         """``dst[t] = src`` for rows ``src`` [B, ...] (numpy or torch, same structure)."""
         if type(src) is self._src_type:
-            for leaf, value in zip(self._leaves, self._get(src)):
+            values = self._get(src)
+            if self._one_leaf:
+                values = (values,)
+            for leaf, value in zip(self._leaves, values):
                 leaf[t] = value if type(value) is np.ndarray else numpify_buffer(value)
         elif type(src) is np.ndarray:
             self.dst[t] = src
