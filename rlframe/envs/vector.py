@@ -101,6 +101,10 @@ class VecEnv:
 class EnvList(VecEnv):
     """The plain backend: one rlframe :class:`~rlframe.envs.base.Env` per row.
 
+    Envs whose ``step`` is :class:`~rlframe.envs.gym.GymEnvWrapper`'s are stepped
+    through :meth:`~rlframe.envs.gym.GymEnvWrapper.step_rows`, which writes their
+    values straight into the row buffers; other envs through their own ``step``.
+
     Args:
         envs: the B envs; every env must have the same spaces and info fields.
     """
