@@ -78,8 +78,9 @@ class BaseAgent:
     recurrent: bool = False  # Keeps an RNN state between steps (RecurrentAgentMixin).
     alternating: bool = False  # Keeps one RNN state per env half (alternating samplers).
     step_inference_mode: bool = True
-    """Collectors call ``step`` (and ``value``) of this agent under
-    ``torch.inference_mode()`` (cheaper per torch call than ``no_grad``): its
+    """Collectors that act in the envs' process (serial and CPU samplers, and
+    their evaluation) call ``step`` (and ``value``) of this agent under
+    ``torch.inference_mode()``, cheaper per torch call than ``no_grad``: its
     outputs are only copied into the sample buffers. Tensors made there are
     inference tensors, which cannot be changed in place or saved for backward
     afterwards; an agent that keeps such tensors between steps (recurrent

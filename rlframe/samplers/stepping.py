@@ -65,7 +65,7 @@ class TrajTracker:
             self.disc_ret = np.zeros(B, dtype=np.float64)
             self.cur_discount = np.ones(B, dtype=np.float64)
             self._block = np.zeros((block, B), dtype=np.float32)
-            self._start = np.zeros(B, dtype=np.int64)  # Row of the block where each trajectory began.
+            self._start = np.zeros(B, dtype=np.int64)  # Block row where each trajectory began.
             self._powers = self.discount ** np.arange(block, dtype=np.float64)
             self._power_list: list[float] = self._powers.tolist()
             self._k = 0
