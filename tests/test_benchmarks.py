@@ -37,7 +37,7 @@ RATIO = {  # What each script's table prints next to its figures.
     "replay_throughput.py": r"append\s+[\d,]+\s+[\d,]+\s+[\d,]+\s+\d+\.\d",
     "dqn_updates.py": r"ratio \d\.\d{3}",
     "sac_updates.py": r"ratio \d\.\d{3}",
-    "vs_sb3.py": (r"(?s)rlframe/ceiling.*\n\s+2(\s+[\d,]+){3}\s+\d+\.\d\d\s+\d+\.\d\d\n"
+    "vs_sb3.py": (r"(?s)rlframe/ceiling.*\n\s+2(\s+[\d,]+){3}(\s+\d+\.\d\d){3}\n"
                   r".*ppo rlframe seed 0: .*ppo SB3     seed 0: "
                   r".*rlframe/SB3 median peak RSS: \d+\.\d\d"),
     "pg_updates.py": r"ratio \d\.\d{3}",

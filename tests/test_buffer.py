@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-from rlframe.utils.buffer import (buffer_from_example, buffer_func, buffer_method, buffer_to,
-                                  get_leading_dims, np_mp_array, numpify_buffer, torchify_buffer)
+from rlframe.utils.buffer import (RowWriter, buffer_from_example, buffer_func, buffer_method,
+                                  buffer_to, get_leading_dims, np_mp_array, numpify_buffer,
+                                  torchify_buffer)
 from rlframe.utils.collections import namedarraytuple
 from rlframe.utils.misc import extract_sequences, iterate_mb_idxs
 from rlframe.utils.tensor import (from_onehot, infer_leading_dims, restore_leading_dims,
@@ -19,6 +20,39 @@ Inner = namedarraytuple("Inner", ["r", "flag"])
 def example():
     return Ex(obs=np.zeros((3,), dtype=np.uint8),
               inner=Inner(r=np.float32(1.5), flag=np.bool_(True)), empty=None)
+
+
+def test_row_writer_writes_what_namedarraytuple_assignment_writes():
+    T, B = 3, 2
+    for make_src in (lambda row: row, torchify_buffer):  # numpy rows, torch rows
+        fast, reference = (buffer_from_example(example(), (T, B)) for _ in range(2))
+        writer = RowWriter(fast)
+        for t in range(T):
+            row = buffer_from_example(example(), B)
+            row.obs[:] = np.arange(3 * B).reshape(B, 3) + t
+            row.inner.r[:] = [t, -t]
+            row.inner.flag[:] = [t % 2, 1]
+            writer.write(t, make_src(row))
+            reference[t] = row
+        for a, b in zip((fast.obs, fast.inner.r, fast.inner.flag),
+                        (reference.obs, reference.inner.r, reference.inner.flag)):
+            np.testing.assert_array_equal(a, b)
+        assert fast.empty is None
+
+
+def test_row_writer_single_leaf_arrays_and_other_sources():
+    One = namedarraytuple("One", ["timeout"])
+    buf = One(np.zeros((2, 3), bool))
+    writer = RowWriter(buf)
+    writer.write(0, One(np.array([True, False, True])))
+    writer.write(1, One(torch.tensor([False, True, False])))
+    assert buf.timeout.tolist() == [[True, False, True], [False, True, False]]
+    Other = namedarraytuple("Other", ["timeout"])  # Same fields, another class.
+    writer.write(0, Other(np.zeros(3, bool)))
+    assert not buf.timeout[0].any()
+    array = np.zeros((2, 3), np.float32)
+    RowWriter(array).write(1, torch.ones(3))
+    assert array.tolist() == [[0, 0, 0], [1, 1, 1]]
 
 
 def test_buffer_from_example_shapes_dtypes_structure():

@@ -140,3 +140,38 @@ def test_evaluation_stops_at_max_trajectories():
     traj_infos = sampler.evaluate_agent(0)
     assert 3 <= len(traj_infos) <= 4
     sampler.shutdown()
+
+
+def test_inference_mode_stepping_gives_the_no_grad_batches():
+    batches = []
+    for inference in (True, False):
+        agent = CategoricalPgAgent()
+        agent.step_inference_mode = inference
+        sampler, agent = make_sampler(T=40, B=3, agent=agent)
+        samples, infos = sampler.obtain_samples(0)
+        batches.append((copy_samples(samples), [i.Length for i in infos]))
+        # Sampled tensors train as usual afterwards: the buffers are normal tensors.
+        dist_info, value = agent(samples.env.observation, samples.agent.prev_action,
+                                 samples.env.prev_reward)
+        (value.sum() + dist_info.prob.sum()).backward()
+        sampler.shutdown()
+    (inference_samples, inference_lengths), (no_grad_samples, no_grad_lengths) = batches
+    for x, y in zip(flat_leaves(inference_samples), flat_leaves(no_grad_samples)):
+        assert torch.equal(x, y)
+    assert inference_lengths == no_grad_lengths
+
+
+def test_recurrent_agents_step_without_inference_mode():
+    assert CategoricalPgAgent.step_inference_mode
+    assert not RecurrentCategoricalPgAgent.step_inference_mode
+
+
+def test_agent_step_has_no_grad_with_grad_mode_on_or_off():
+    sampler, agent = make_sampler(T=4, B=2)
+    inputs = [torch.as_tensor(x) for x in sampler.agent_inputs]
+    assert torch.is_grad_enabled()
+    step = agent.step(*inputs)
+    assert not step.agent_info.value.requires_grad and torch.is_grad_enabled()
+    with torch.no_grad():
+        assert not agent.step(*inputs).agent_info.dist_info.prob.requires_grad
+    sampler.shutdown()

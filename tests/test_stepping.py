@@ -113,6 +113,32 @@ def test_tracker_sums_are_the_same_whatever_the_block(block):
     assert list(tracker.length) == [0, 30]
 
 
+@pytest.mark.parametrize("block", [1, 3, 64])
+def test_tracker_equals_per_step_trajinfo_when_trajectories_end_inside_blocks(block):
+    rng = np.random.default_rng(1)
+    B = 12
+    tracker = TrajTracker(TrajInfo, dict(discount=0.8), B=B, block=block)
+    reference = [TrajInfo(discount=0.8) for _ in range(B)]
+    got, expected = [], []
+    for _ in range(200):
+        reward = rng.choice([0., 1., -0.5], size=B).astype(np.float32)
+        done = rng.random(B) < rng.choice([0.1, 0.9])  # One env, or most envs at once.
+        tracker.record(None, None, reward, done, None, None)
+        got.extend(tracker.finish(done, np.zeros((B, 4))))
+        for b in range(B):
+            reference[b].step(None, None, reward[b], done[b], None, None)
+            if done[b]:
+                expected.append(reference[b])
+                reference[b] = TrajInfo(discount=0.8)
+    assert len(got) == len(expected) > 20
+    for g, e in zip(got, expected):
+        assert g.Length == e.Length and g.NonzeroRewards == e.NonzeroRewards
+        assert g.Return == pytest.approx(e.Return)
+        assert g.DiscountedReturn == pytest.approx(e.DiscountedReturn)
+        assert g._cur_discount == pytest.approx(e._cur_discount)
+    assert list(tracker.length) == [r.Length for r in reference]
+
+
 def test_decorrelation_steps_every_env_a_different_number_of_steps():
     np.random.seed(0)
     venv = EnvList([gym_make("CartPole-v1") for _ in range(4)])

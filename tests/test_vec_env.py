@@ -152,6 +152,33 @@ def test_gym_vec_env_matches_env_list_with_dict_obs_and_infos(asynchronous):
         ref.close()
 
 
+class SteppedEnv(GymEnvWrapper):
+    """Overrides step (with the same values): EnvList must call it per env."""
+
+    def step(self, action):
+        return super().step(action)
+
+
+@pytest.mark.parametrize("make_env", [lambda: make("CartPole-v1", max_episode_steps=15),
+                                      make_dict_env], ids=["cartpole", "dict_obs_and_infos"])
+def test_env_list_row_path_gives_what_per_env_steps_give(make_env):
+    fast = EnvList([make_env() for _ in range(B)])
+    per_env = EnvList([make_env() for _ in range(B)])
+    for env in per_env.envs:
+        env.__class__ = SteppedEnv
+    per_env = EnvList(per_env.envs)
+    assert fast._step_rows is not None and per_env._step_rows is None
+    fast.seed(3)
+    per_env.seed(3)
+    rng = np.random.default_rng(2)
+    actions = ((lambda: rng.integers(0, 2, B)) if fast.spaces.action.shape == ()
+               else (lambda: rng.uniform(-1, 1, (B, 2)).astype(np.float32)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        terminations, timeouts, _ = step_together(fast, per_env, 80, actions)
+    assert terminations >= 1 and timeouts >= 1
+
+
 def test_gym_vec_env_steps_every_env_once_finished_ones_are_reset():
     vec = GymVecEnv.from_env_cls(make, dict(id="CartPole-v1", max_episode_steps=2), 3)
     zeros = np.zeros(3, dtype=np.int64)

@@ -8,9 +8,10 @@ call ``__call__``. Recurrent agents keep their RNN state between steps.
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import multiprocessing as mp
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
 
 import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -42,6 +43,27 @@ else:
                                      ["observation", "prev_action", "prev_reward",
                                       "init_rnn_state"])
     AgentStep = namedarraytuple("AgentStep", ["action", "agent_info"])
+
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+_CPU = torch.device("cpu")
+
+
+def step_without_grad(method: _Method) -> _Method:
+    """``@torch.no_grad()`` for agent methods that samplers call every step.
+
+    Where gradients are already off (collectors step agents under
+    ``torch.inference_mode()`` or ``torch.no_grad()``, see
+    :attr:`BaseAgent.step_inference_mode`) no context is entered: entering one
+    costs about as much as a layer of a small policy. Called with gradients on,
+    the method runs under ``torch.no_grad()``, as decorated by it.
+    """
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if torch.is_grad_enabled():
+            with torch.no_grad():
+                return method(*args, **kwargs)
+        return method(*args, **kwargs)
+    return wrapper  # type: ignore[return-value]
 
 
 # DistributedDataParallel's switch for buffer broadcasts before forward passes
@@ -76,6 +98,15 @@ class BaseAgent:
 
     recurrent: bool = False  # Keeps an RNN state between steps (RecurrentAgentMixin).
     alternating: bool = False  # Keeps one RNN state per env half (alternating samplers).
+    step_inference_mode: bool = True
+    """Collectors that act in the envs' process (serial and CPU samplers, and
+    their evaluation) call ``step`` (and ``value``) of this agent under
+    ``torch.inference_mode()``, cheaper per torch call than ``no_grad``: its
+    outputs are only copied into the sample buffers. Tensors made there are
+    inference tensors, which cannot be changed in place or saved for backward
+    afterwards; an agent that keeps such tensors between steps (recurrent
+    agents keep their RNN state, and reset rows of it in place) sets False and
+    is stepped under ``torch.no_grad()``."""
 
     def __init__(self, ModelCls: type | None = None, model_kwargs: dict | None = None,
                  initial_model_state_dict: dict | None = None):
@@ -191,11 +222,14 @@ class BaseAgent:
         Returned as it is when the model is on the CPU, where the samplers' and
         replays' tensors already are: no call per leaf in every forward pass.
         """
-        return tree if self.device.type == "cpu" else buffer_to(tree, device=self.device)
+        device = self.device
+        # Comparing devices costs less than reading device.type (a new str every call).
+        return tree if device == _CPU or device.type == "cpu" else buffer_to(tree, device=device)
 
     def to_cpu(self, tree: Any) -> Any:
         """``tree`` on the CPU, where agents return their outputs (as it is from a CPU model)."""
-        return tree if self.device.type == "cpu" else buffer_to(tree, device="cpu")
+        device = self.device
+        return tree if device == _CPU or device.type == "cpu" else buffer_to(tree, device="cpu")
 
     def data_parallel(self) -> int | None:
         """Wrap the model in DistributedDataParallel (process group must exist).
@@ -223,7 +257,7 @@ class BaseAgent:
                              env_ranks: Sequence[int] | None = None) -> None:
         """Called in each collector with the global env layout (e.g. for vector epsilon)."""
 
-    @torch.no_grad()
+    @step_without_grad
     def step(self, observation: TensorTree, prev_action: torch.Tensor,
              prev_reward: torch.Tensor) -> AgentStep:
         """Select actions for [B] (or [T, B]) inputs; returns CPU ``AgentStep``."""
@@ -331,6 +365,7 @@ class RecurrentAgentMixin:
     """
 
     recurrent = True
+    step_inference_mode = False  # The RNN state lives on between steps.
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -379,6 +414,7 @@ class AlternatingRecurrentAgentMixin:
 
     recurrent = True
     alternating = True
+    step_inference_mode = False  # The RNN states live on between steps.
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)

@@ -23,7 +23,7 @@ import difflib
 import functools
 import warnings
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -96,24 +96,49 @@ class GymEnvWrapper(Env):
             action if self._int_actions and type(action) in _INT_ACTIONS
             else self._action_space.revert(action))
         timeout = bool(truncated) and not bool(terminated)
-        if not info:
-            env_info = self._empty_infos[timeout]
-        else:
-            env_info = self._flat_info.convert(info, timeout)
-            if env_info is None:  # Nested, array-valued or unexpected keys: general path.
-                dropped: list[str] = []
-                env_info = info_to_nt({**info, "timeout": timeout}, self._info_example,
-                                      dropped)
-                if dropped:
-                    self._warn_dropped(dropped)
+        env_info = self._empty_infos[timeout] if not info else self._env_info(info, timeout)
         if type(obs) is not np.ndarray or obs.dtype != self._obs_dtype:
             obs = self._observation_space.convert(obs)
         return EnvStep(obs, np.float32(reward), bool(terminated or truncated), env_info)
+
+    @staticmethod
+    def step_rows(envs: Sequence[GymEnvWrapper], action: Any, observation: Any,
+                  reward: np.ndarray, done: np.ndarray) -> list[tuple]:
+        """Step each of ``envs`` once as :meth:`step` does, writing its values into rows.
+
+        The vector form of :meth:`step` for :class:`~rlframe.envs.vector.EnvList`
+        (envs whose ``step`` is this class's): the same values, without an
+        ``EnvStep`` and a numpy scalar per env.
+
+        Args:
+            envs: the n envs.
+            action: action rows [n].
+            observation, reward, done: row buffers [n] (or longer), written in place.
+
+        Returns:
+            the n ``env_info`` namedtuples.
+        """
+        env_infos = []
+        for i, (env, a) in enumerate(zip(envs, action)):
+            obs, r, terminated, truncated, info = env.env.step(
+                a if env._int_actions and type(a) in _INT_ACTIONS
+                else env._action_space.revert(a))
+            timeout = bool(truncated) and not bool(terminated)
+            env_infos.append(env._empty_infos[timeout] if not info
+                             else env._env_info(info, timeout))
+            if type(obs) is not np.ndarray or obs.dtype != env._obs_dtype:
+                obs = env._observation_space.convert(obs)
+            observation[i] = obs
+            reward[i] = r
+            done[i] = terminated or truncated
+        return env_infos
 
     def reset(self) -> Any:
         """Start an episode (seeded if :meth:`seed` was called since); return the observation."""
         seed, self._next_reset_seed = self._next_reset_seed, None
         obs, _ = self.env.reset(seed=seed)
+        if type(obs) is np.ndarray and obs.dtype == self._obs_dtype:
+            return obs  # What convert() returns for it, without its checks.
         return self._observation_space.convert(obs)
 
     def seed(self, seed: int | None = None) -> None:
@@ -145,6 +170,16 @@ class GymEnvWrapper(Env):
         """Close the gymnasium env."""
         self.env.close()
 
+    def _env_info(self, info: Mapping, timeout: bool) -> tuple:
+        """The env_info of a step's non-empty gymnasium ``info``."""
+        env_info = self._flat_info.convert(info, timeout)
+        if env_info is None:  # Nested, array-valued or unexpected keys: general path.
+            dropped: list[str] = []
+            env_info = info_to_nt({**info, "timeout": timeout}, self._info_example, dropped)
+            if dropped:
+                self._warn_dropped(dropped)
+        return env_info
+
     def _warn_dropped(self, keys: list[str]) -> None:
         new = sorted(set(keys) - self._warned_keys)
         if new:
@@ -152,7 +187,7 @@ class GymEnvWrapper(Env):
             warnings.warn(
                 f"GymEnvWrapper: env info key(s) {new} were not in the info schema learned at "
                 "construction (or no longer fit its type/shape) and are dropped; declare them "
-                "with make(..., info_example={...}).", stacklevel=3)
+                "with make(..., info_example={...}).", stacklevel=4)
 
 
 class EnvInfoWrapper(gym.Wrapper):

@@ -101,6 +101,10 @@ class VecEnv:
 class EnvList(VecEnv):
     """The plain backend: one rlframe :class:`~rlframe.envs.base.Env` per row.
 
+    Envs whose ``step`` is :class:`~rlframe.envs.gym.GymEnvWrapper`'s are stepped
+    through :meth:`~rlframe.envs.gym.GymEnvWrapper.step_rows`, which writes their
+    values straight into the row buffers; other envs through their own ``step``.
+
     Args:
         envs: the B envs; every env must have the same spaces and info fields.
     """
@@ -119,6 +123,10 @@ class EnvList(VecEnv):
         self._reward = np.zeros(self.num_envs, dtype=np.float32)
         self._done = np.zeros(self.num_envs, dtype=bool)
         self._scalar_action = False
+        # Envs that step as plain GymEnvWrappers write their rows directly (step_rows).
+        from rlframe.envs.gym import GymEnvWrapper
+        self._step_rows = (GymEnvWrapper.step_rows if all(
+            type(env).step is GymEnvWrapper.step for env in self.envs) else None)
 
     def reset(self, idx: np.ndarray | None = None) -> Any:
         envs = self.envs if idx is None else [self.envs[i] for i in idx]
@@ -128,6 +136,9 @@ class EnvList(VecEnv):
         return _fill_rows(self._obs_buf, observations)
 
     def step(self, action: Any, idx: np.ndarray | None = None) -> VecStep:
+        if idx is None and self._step_rows is not None and self._info_buf is not None:
+            infos = self._step_rows(self.envs, action, self._obs_buf, self._reward, self._done)
+            return VecStep(self._obs_buf, self._reward, self._done, self._fill_infos(infos))
         envs = self.envs if idx is None else [self.envs[i] for i in idx]
         n = len(envs)
         steps = [env.step(a) for env, a in zip(envs, action)]
@@ -136,17 +147,12 @@ class EnvList(VecEnv):
         if self._info_buf is None:
             self._allocate_info(steps[0][3])
         observations, rewards, dones, infos = zip(*steps)
-        observation = _fill_rows(self._obs_buf, observations)
-        reward, done = self._reward[:n], self._done[:n]
+        whole = n == self.num_envs  # Whole buffers, not views of their first n rows.
+        observation = _fill_rows(self._obs_buf, observations, whole)
+        reward, done = (self._reward, self._done) if whole else (self._reward[:n], self._done[:n])
         reward[:] = rewards
         done[:] = dones
-        if self._info_leaves is not None:  # Flat info: one assignment per field.
-            for j, leaf in enumerate(self._info_leaves):
-                leaf[:n] = [info[j] for info in infos]
-            env_info = self._info_buf[:n]
-        else:
-            env_info = _fill_rows(self._info_buf, infos)
-        return VecStep(observation, reward, done, env_info)
+        return VecStep(observation, reward, done, self._fill_infos(infos))
 
     def seed(self, seed: int | None) -> None:
         from rlframe.utils.seed import set_envs_seeds
@@ -160,21 +166,32 @@ class EnvList(VecEnv):
         for env in self.envs:
             env.close()
 
+    def _fill_infos(self, infos: Sequence) -> Any:
+        """Write env_infos into the first rows of the info buffer; return those rows."""
+        n = len(infos)
+        whole = n == self.num_envs
+        if self._info_leaves is not None:  # Flat info: one assignment per field.
+            for j, leaf in enumerate(self._info_leaves):
+                leaf[:n] = [info[j] for info in infos]
+            return self._info_buf if whole else self._info_buf[:n]
+        return _fill_rows(self._info_buf, infos, whole)
+
     def _allocate_info(self, info_example: Any) -> None:
         self._info_buf = buffer_from_example(info_example, self.num_envs)
         if is_namedtuple(info_example) and not any(is_namedtuple(v) for v in info_example):
             self._info_leaves = list(self._info_buf)
 
 
-def _fill_rows(buf: Any, rows: Sequence) -> Any:
-    """Write ``rows`` into the first ``len(rows)`` rows of ``buf``; return that view."""
+def _fill_rows(buf: Any, rows: Sequence, whole: bool = False) -> Any:
+    """Write ``rows`` into the first ``len(rows)`` rows of ``buf``; return that view
+    (``buf`` itself where ``whole``: the rows fill it)."""
     n = len(rows)
     if isinstance(buf, np.ndarray):
         buf[:n] = rows
-        return buf[:n]
+        return buf if whole else buf[:n]
     for i, row in enumerate(rows):
         buf[i] = row
-    return buf[:n]
+    return buf if whole else buf[:n]
 
 
 def as_vec_env(envs: VecEnv | Sequence[Env]) -> VecEnv:

@@ -7,13 +7,14 @@ actions and when finished envs restart.
 """
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
+import torch
 
 from rlframe.agents.base import AgentInputs
 from rlframe.samplers.stepping import EnvStepper
-from rlframe.utils.buffer import numpify_buffer
 from rlframe.utils.logging import logger
 
 if TYPE_CHECKING:
@@ -142,13 +143,23 @@ class BaseEvalCollector:
         raise NotImplementedError
 
 
+def agent_step_mode(agent: BaseAgent) -> AbstractContextManager:
+    """The autograd mode collectors step ``agent`` in: ``torch.inference_mode()``
+    where ``agent.step_inference_mode`` (its step outputs are only copied into
+    buffers), else ``torch.no_grad()``."""
+    return torch.inference_mode() if agent.step_inference_mode else torch.no_grad()
+
+
 def step_with_agent(agent: BaseAgent, stepper: EnvStepper, t: int) -> None:
     """One step of ``stepper``'s envs with actions ``agent`` picks from its inputs.
 
-    The agent's state is reset for envs whose episode ended (``agent.reset_one``).
+    The agent's outputs go to the stepper as they are (it copies them, through
+    numpy views of CPU tensors). The agent's state is reset for envs whose
+    episode ended (``agent.reset_one``). Collectors call it under
+    :func:`agent_step_mode`.
     """
     action, agent_info = agent.step(*stepper.inputs_pyt)
-    done = stepper.step(t, numpify_buffer(action), numpify_buffer(agent_info))
-    if done.any():
-        for b in np.flatnonzero(done):
+    done = stepper.step(t, action, agent_info)
+    if np.count_nonzero(done):
+        for b in done.nonzero()[0]:
             agent.reset_one(idx=b)

@@ -10,6 +10,7 @@ finished envs restart (at once, or after the batch).
 """
 from __future__ import annotations
 
+import operator
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
@@ -17,7 +18,8 @@ import numpy as np
 from rlframe.agents.base import AgentInputs
 from rlframe.envs.vector import as_vec_env
 from rlframe.samplers.collections import TrajInfo
-from rlframe.utils.buffer import buffer_from_example, torchify_buffer
+from rlframe.utils.buffer import (RowWriter, buffer_from_example, numpify_buffer,
+                                  torchify_buffer)
 
 if TYPE_CHECKING:
     from rlframe.envs.base import Env
@@ -32,12 +34,14 @@ class TrajTracker:
     With ``TrajInfoCls`` whose ``step`` is :meth:`TrajInfo.step` (the base class
     or a subclass that only adds ``__init__`` keys or overrides ``terminate``),
     Length, Return, NonzeroRewards and DiscountedReturn are kept in [B] arrays:
-    each step's rewards are appended to a block, folded into the sums when a
-    trajectory ends or the block is full, and copied into a fresh
-    ``TrajInfoCls(**traj_info_kwargs)`` at the end of each trajectory. A
-    subclass that overrides ``step`` is stepped per env, as its code expects:
-    one instance per env, ``step(observation, action, reward, done,
-    agent_info, env_info)`` with that env's rows, every step.
+    each step's rewards are appended as one row to a block [block, B]; a
+    trajectory that ends reads its own column of the block (from the row where
+    it started, ``start`` [B]) on top of its [B] sums, and the whole block is
+    folded into the sums only when it is full. A fresh
+    ``TrajInfoCls(**traj_info_kwargs)`` receives the statistics at the end of
+    each trajectory. A subclass that overrides ``step`` is stepped per env, as
+    its code expects: one instance per env, ``step(observation, action,
+    reward, done, agent_info, env_info)`` with that env's rows, every step.
 
     Args:
         TrajInfoCls: trajectory statistics class.
@@ -54,13 +58,16 @@ class TrajTracker:
         self.vectorized = TrajInfoCls.step is TrajInfo.step
         if self.vectorized:
             self.discount = float(TrajInfoCls(**self.kwargs)._discount)
+            # Sums over the steps before the block (or before the trajectory's start in it).
             self._length = np.zeros(B, dtype=np.int64)
             self.ret = np.zeros(B, dtype=np.float64)
             self.nonzero = np.zeros(B, dtype=np.int64)
             self.disc_ret = np.zeros(B, dtype=np.float64)
             self.cur_discount = np.ones(B, dtype=np.float64)
             self._block = np.zeros((block, B), dtype=np.float32)
+            self._start = np.zeros(B, dtype=np.int64)  # Block row where each trajectory began.
             self._powers = self.discount ** np.arange(block, dtype=np.float64)
+            self._power_list: list[float] = self._powers.tolist()
             self._k = 0
         else:
             self.infos = [TrajInfoCls(**self.kwargs) for _ in range(B)]
@@ -108,10 +115,11 @@ class TrajTracker:
             their TrajInfos, after ``terminate(last observation)``; the envs
             start new trajectories.
         """
-        rows = np.flatnonzero(traj_done)
+        rows = traj_done.nonzero()[0]
         envs = rows if idx is None else idx[rows]
         if self.vectorized:
-            self.flush()
+            if len(envs) > 8:  # One fold of the block costs less than many columns.
+                self.flush()
             completed = [self._build(b).terminate(next_observation[j])
                          for j, b in zip(rows, envs)]
         else:
@@ -126,33 +134,56 @@ class TrajTracker:
         if k == 0:
             return
         rewards = self._block[:k].astype(np.float64)
-        self._length += k
+        start = self._start
+        if np.count_nonzero(start):  # Rows before a trajectory's start are not its own.
+            j = np.arange(k)[:, None] - start  # [k, B] steps since each trajectory began.
+            own = j >= 0
+            rewards *= own
+            n = k - start
+            discounted = (np.where(own, self._powers[np.maximum(j, 0)], 0.) * rewards).sum(0)
+            start[:] = 0
+        else:
+            n = k
+            discounted = self._powers[:k] @ rewards
+        self._length += n
         self.ret += rewards.sum(axis=0)
         self.nonzero += np.count_nonzero(rewards, axis=0)
-        self.disc_ret += self.cur_discount * (self._powers[:k] @ rewards)
-        self.cur_discount *= self.discount ** k
+        self.disc_ret += self.cur_discount * discounted
+        self.cur_discount *= self.discount ** n
         self._k = 0
 
     def restart(self, idx: Sequence[int] | np.ndarray) -> None:
         """Start new trajectories in envs ``idx``."""
         if self.vectorized:
-            self.flush()
             self._length[idx] = 0
             self.ret[idx] = 0
             self.nonzero[idx] = 0
             self.disc_ret[idx] = 0
             self.cur_discount[idx] = 1
+            self._start[idx] = self._k
         else:
             for b in idx:
                 self.infos[b] = self.TrajInfoCls(**self.kwargs)
 
     def _build(self, b: int) -> TrajInfo:
+        """A TrajInfo of env ``b``'s running trajectory: its sums plus its block rows."""
         info = self.TrajInfoCls(**self.kwargs)
-        info["Length"] = int(self._length[b])
-        info["Return"] = float(self.ret[b])
-        info["NonzeroRewards"] = int(self.nonzero[b])
-        info["DiscountedReturn"] = float(self.disc_ret[b])
-        info["_cur_discount"] = float(self.cur_discount[b])
+        n = self._k - int(self._start[b])
+        length, ret, nonzero = int(self._length[b]), float(self.ret[b]), int(self.nonzero[b])
+        disc_ret, cur_discount = float(self.disc_ret[b]), float(self.cur_discount[b])
+        if n > 0:
+            # Python floats: a trajectory's column is short, and numpy's calls cost more.
+            rewards = self._block[self._k - n:self._k, b].tolist()
+            length += n
+            ret += sum(rewards)
+            nonzero += n - rewards.count(0.)
+            disc_ret += cur_discount * sum(map(operator.mul, self._power_list, rewards))
+            cur_discount *= self.discount ** n
+        info["Length"] = length
+        info["Return"] = ret
+        info["NonzeroRewards"] = nonzero
+        info["DiscountedReturn"] = disc_ret
+        info["_cur_discount"] = cur_discount
         return info
 
 
@@ -198,6 +229,13 @@ class EnvStepper:
         self.completed: list[TrajInfo] = []
         self._temp_obs: Any = None
         self._full: tuple | None = None  # [B] reward, done and env_info rows (holding envs).
+        # Row t of each [T, B] field, written leaf by leaf (see RowWriter).
+        self._writers: tuple[RowWriter, ...] | None = None
+        if samples_np is not None:
+            agent, env = samples_np.agent, samples_np.env
+            self._writers = tuple(RowWriter(buf) for buf in (
+                env.observation, agent.action, env.reward, env.done, env.env_info,
+                agent.agent_info))
 
     def start(self, max_decorrelation_steps: int = 0) -> AgentInputs:
         """Reset every env, optionally take random steps; returns the agent inputs [B].
@@ -241,34 +279,39 @@ class EnvStepper:
 
         Args:
             t: time index in the batch (ignored without a sample buffer).
-            action: actions [B] (numpy); rows of held envs are zeroed in place.
-            agent_info: the agent's step info [B] (numpy), or None.
+            action: actions [B], numpy or CPU torch (numpy views are taken);
+                rows of held envs are zeroed in place.
+            agent_info: the agent's step info [B] (numpy or torch), or None.
 
         Returns:
             done [B] (bool): envs whose episode ended on this step, and held envs.
         """
+        if type(action) is not np.ndarray:
+            action = numpify_buffer(action)
         obs, prev_action, prev_reward = self.inputs
-        samples = self.samples_np
-        if samples is not None:
-            samples.env.observation[t] = obs
+        writers = self._writers
+        if writers is not None:
+            writers[0].write(t, obs)
+        if self.any_held or not self.tracker.vectorized:
+            agent_info = numpify_buffer(agent_info)  # Indexed per env, or zeroed where held.
         if self.any_held:
             reward, done, env_info, traj_done, new_obs = self._step_some(action, agent_info)
-            any_done = done.any()
+            any_done = np.count_nonzero(done) > 0
         else:
             new_obs, reward, done, env_info = self.venv.step(action)
             traj_done = getattr(env_info, "traj_done", done)
             self.tracker.record(obs, action, reward, done, agent_info, env_info)
-            any_done = done.any()
+            any_done = np.count_nonzero(done) > 0
             if any_done:  # Before any reset: new_obs may be a view of the env's buffer.
                 self.completed.extend(self.tracker.finish(traj_done, new_obs))
             obs[:] = new_obs
-        if samples is not None:
-            samples.agent.action[t] = action
-            samples.env.reward[t] = reward
-            samples.env.done[t] = done
-            samples.env.env_info[t] = env_info
+        if writers is not None:
+            writers[1].write(t, action)
+            writers[2].write(t, reward)
+            writers[3].write(t, done)
+            writers[4].write(t, env_info)
             if agent_info:
-                samples.agent.agent_info[t] = agent_info
+                writers[5].write(t, agent_info)
         prev_reward[:] = reward
         if prev_action is not action:
             prev_action[:] = action
@@ -309,7 +352,7 @@ class EnvStepper:
     def _after_done(self, done: np.ndarray, traj_done: np.ndarray | None) -> None:
         obs, prev_action, prev_reward = self.inputs
         if self.mid_batch_reset:
-            reset_ids = np.flatnonzero(traj_done)
+            reset_ids = traj_done.nonzero()[0]
             if reset_ids.size:
                 obs[reset_ids] = self.venv.reset(reset_ids)
             if self.null_done_inputs:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import multiprocessing as mp
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
@@ -147,6 +148,67 @@ def numpify_buffer(buffer_: Any) -> Any:
     if isinstance(buffer_, tuple):
         return _rebuild(buffer_, [numpify_buffer(b) for b in buffer_])
     return buffer_
+
+
+class RowWriter:
+    """Writes ``[B]`` rows into row ``t`` of one ``[T, B]`` buffer, one assignment per leaf.
+
+    ``dst[t] = src`` on a namedarraytuple walks both structures at every call.
+    A RowWriter lists ``dst``'s leaves once; afterwards a source of the type it
+    first saw has its leaves read by one ``attrgetter`` call and each is written
+    with one numpy assignment (torch tensors through :func:`numpify_buffer`).
+    Sources of another type, and buffers holding plain (unnamed) tuples, take
+    ``dst[t] = numpify_buffer(src)``: the same result, the general way.
+
+    Args:
+        dst: a numpy array or a (nested) namedarraytuple of arrays, leading dim
+            [T]; ``None`` leaves are left alone.
+    """
+
+    def __init__(self, dst: Any):
+        self.dst = dst
+        paths = _leaf_paths(dst) if is_namedarraytuple(dst) else None
+        self._leaves: list[np.ndarray] = []
+        self._get: Callable[[Any], tuple] | None = None
+        if paths:
+            self._leaves = [attrgetter(p)(dst) for p in paths]
+            self._get = attrgetter(*paths)  # One path: the leaf itself, not a tuple.
+        self._one_leaf = len(self._leaves) == 1
+        self._src_type: type | None = None
+
+    def write(self, t: int, src: Any) -> None:
+        """``dst[t] = src`` for rows ``src`` [B, ...] (numpy or torch, same structure)."""
+        if type(src) is self._src_type:
+            values = self._get(src)
+            if self._one_leaf:
+                values = (values,)
+            for leaf, value in zip(self._leaves, values):
+                leaf[t] = value if type(value) is np.ndarray else numpify_buffer(value)
+        elif type(src) is np.ndarray:
+            self.dst[t] = src
+        elif (self._src_type is None and self._get is not None
+              and getattr(src, "_fields", None) == self.dst._fields):
+            self._src_type = type(src)
+            self.write(t, src)
+        else:
+            self.dst[t] = numpify_buffer(src)
+
+
+def _leaf_paths(tree: Any, prefix: str = "") -> list[str] | None:
+    """Dotted field paths of the non-None leaves of nested namedtuples (None if a plain
+    tuple occurs: its items have no names)."""
+    paths: list[str] = []
+    for name, value in zip(tree._fields, tree):
+        if isinstance(value, tuple):
+            if not is_namedtuple(value):
+                return None
+            sub = _leaf_paths(value, f"{prefix}{name}.")
+            if sub is None:
+                return None
+            paths.extend(sub)
+        elif value is not None:
+            paths.append(prefix + name)
+    return paths
 
 
 def buffer_to(buffer_: Any, device: torch.device | str | int | None = None) -> Any:

@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import torch
 
-from rlframe.agents.base import AgentStep
+from rlframe.agents.base import AgentStep, step_without_grad
 from rlframe.agents.dqn.dqn_agent import DqnAgent
 from rlframe.distributions.epsilon_greedy import CategoricalEpsilonGreedy
 from rlframe.models.dqn.mlp_models import CatDqnMlpModel
@@ -81,7 +81,7 @@ class CatDqnAgent(DqnAgent):
         if self.distribution is not None:
             self.distribution.set_z(torch.linspace(self.V_min, self.V_max, self.n_atoms))
 
-    @torch.no_grad()
+    @step_without_grad
     def step(self, observation: TensorTree, prev_action: torch.Tensor,
              prev_reward: torch.Tensor) -> AgentStep:
         """Epsilon-greedy actions [*lead] (int64) with ``AgentInfo(p)``, on CPU."""

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
 
-from rlframe.agents.base import AgentStep, BaseAgent, check_output_size
+from rlframe.agents.base import AgentStep, BaseAgent, check_output_size, step_without_grad
 from rlframe.agents.dqn.epsilon_greedy import EpsilonGreedyAgentMixin
 from rlframe.distributions.epsilon_greedy import EpsilonGreedy
 from rlframe.models.dqn.mlp_models import DqnMlpModel
@@ -118,7 +118,7 @@ class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
         q = self.model(*self._model_inputs(observation, prev_action, prev_reward))
         return self.to_cpu(q)
 
-    @torch.no_grad()
+    @step_without_grad
     def step(self, observation: TensorTree, prev_action: torch.Tensor,
              prev_reward: torch.Tensor) -> AgentStep:
         """Epsilon-greedy actions [*lead] (int64) with ``AgentInfo(q)``, on CPU."""

@@ -7,7 +7,7 @@ import torch
 
 from rlframe.agents.base import (AgentStep, AlternatingRecurrentAgentMixin,
                                  RecurrentAgentMixin, rnn_state_batch_first,
-                                 zeros_like_rnn_state)
+                                 step_without_grad, zeros_like_rnn_state)
 from rlframe.agents.dqn.dqn_agent import DqnAgent
 from rlframe.models.dqn.mlp_models import R2d1MlpModel
 from rlframe.utils.collections import namedarraytuple
@@ -70,7 +70,7 @@ class R2d1AgentBase(DqnAgent):
         q, rnn_state = self.target_model(*model_inputs, init_rnn_state)
         return self.to_cpu(q), rnn_state
 
-    @torch.no_grad()
+    @step_without_grad
     def step(self, observation: TensorTree, prev_action: torch.Tensor,
              prev_reward: torch.Tensor) -> AgentStep:
         """One step from the kept RNN state, which then advances.

@@ -7,7 +7,8 @@ import torch
 
 from rlframe.agents.base import (AgentStep, AlternatingRecurrentAgentMixin, BaseAgent,
                                  RecurrentAgentMixin, check_output_size,
-                                 rnn_state_batch_first, zeros_like_rnn_state)
+                                 rnn_state_batch_first, step_without_grad,
+                                 zeros_like_rnn_state)
 from rlframe.agents.pg.base import AgentInfo, AgentInfoRnn
 from rlframe.distributions.categorical import Categorical, DistInfo
 from rlframe.models.pg.mlp_models import CategoricalPgLstmModel, CategoricalPgMlpModel
@@ -75,7 +76,7 @@ class CategoricalPgAgent(BaseAgent):
         pi, value = self.model(*self._model_inputs(observation, prev_action, prev_reward))
         return self.to_cpu((DistInfo(prob=pi), value))
 
-    @torch.no_grad()
+    @step_without_grad
     def step(self, observation: TensorTree, prev_action: torch.Tensor,
              prev_reward: torch.Tensor) -> AgentStep:
         pi, value = self.model(*self._model_inputs(observation, prev_action, prev_reward))
@@ -116,7 +117,7 @@ class RecurrentCategoricalPgAgentBase(CategoricalPgAgent):
         dist_info, value = self.to_cpu((DistInfo(prob=pi), value))
         return dist_info, value, next_rnn_state
 
-    @torch.no_grad()
+    @step_without_grad
     def step(self, observation: TensorTree, prev_action: torch.Tensor,
              prev_reward: torch.Tensor) -> AgentStep:
         model_inputs = self._model_inputs(observation, prev_action, prev_reward)

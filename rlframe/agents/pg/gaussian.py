@@ -8,7 +8,8 @@ import torch
 
 from rlframe.agents.base import (AgentStep, AlternatingRecurrentAgentMixin, BaseAgent,
                                  RecurrentAgentMixin, check_output_size,
-                                 rnn_state_batch_first, zeros_like_rnn_state)
+                                 rnn_state_batch_first, step_without_grad,
+                                 zeros_like_rnn_state)
 from rlframe.agents.pg.base import AgentInfo, AgentInfoRnn
 from rlframe.distributions.gaussian import DistInfoStd, Gaussian
 
@@ -63,7 +64,7 @@ class GaussianPgAgent(BaseAgent):
         mu, log_std, value = self.model(*model_inputs)
         return self.to_cpu((DistInfoStd(mean=mu, log_std=log_std), value))
 
-    @torch.no_grad()
+    @step_without_grad
     def step(self, observation: TensorTree, prev_action: torch.Tensor,
              prev_reward: torch.Tensor) -> AgentStep:
         model_inputs = self.to_model_device((observation, prev_action, prev_reward))
@@ -100,7 +101,7 @@ class RecurrentGaussianPgAgentBase(GaussianPgAgent):
         dist_info, value = self.to_cpu((DistInfoStd(mean=mu, log_std=log_std), value))
         return dist_info, value, next_rnn_state
 
-    @torch.no_grad()
+    @step_without_grad
     def step(self, observation: TensorTree, prev_action: torch.Tensor,
              prev_reward: torch.Tensor) -> AgentStep:
         model_inputs = self.to_model_device((observation, prev_action, prev_reward,

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 
 import torch
 
-from rlframe.agents.base import AgentStep, BaseAgent, wrap_ddp
+from rlframe.agents.base import AgentStep, BaseAgent, step_without_grad, wrap_ddp
 from rlframe.agents.qpg.base import (AgentInfo, LearningStartMixin, TargetPairs, accepts_kwarg,
                                      chain_parameters, check_continuous_action_space, unwrap)
 from rlframe.distributions.gaussian import DistInfo, Gaussian
@@ -146,7 +146,7 @@ class DdpgAgent(LearningStartMixin, BaseAgent):
     def _model_inputs(self, *inputs: TensorTree) -> tuple:
         return self.to_model_device(inputs)
 
-    @torch.no_grad()
+    @step_without_grad
     def step(self, observation: TensorTree, prev_action: torch.Tensor,
              prev_reward: torch.Tensor) -> AgentStep:
         """Noisy actions [*lead, A] and ``AgentInfo(mu)``, on CPU."""

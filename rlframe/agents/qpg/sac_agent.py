@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 
 import torch
 
-from rlframe.agents.base import AgentStep, BaseAgent, wrap_ddp
+from rlframe.agents.base import AgentStep, BaseAgent, step_without_grad, wrap_ddp
 from rlframe.agents.qpg.base import (LearningStartMixin, TargetPairs, chain_parameters,
                                      check_continuous_action_space, unwrap)
 from rlframe.distributions.gaussian import DistInfoStd, Gaussian
@@ -158,7 +158,7 @@ class SacAgent(LearningStartMixin, BaseAgent):
         return device_id
 
     # ------------------------------------------------------------- sampling
-    @torch.no_grad()
+    @step_without_grad
     def step(self, observation: TensorTree, prev_action: torch.Tensor,
              prev_reward: torch.Tensor) -> AgentStep:
         """Squashed actions [*lead, A] and ``AgentInfo(dist_info)``, on CPU."""

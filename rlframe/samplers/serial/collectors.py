@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
-from rlframe.samplers.collectors import BaseEvalCollector, step_with_agent
+from rlframe.samplers.collectors import BaseEvalCollector, agent_step_mode, step_with_agent
 from rlframe.utils.logging import logger
 
 if TYPE_CHECKING:
@@ -40,13 +40,15 @@ class SerialEvalCollector(BaseEvalCollector):
         agent.reset()
         agent.eval_mode(itr)
         completed: list[TrajInfo] = []
-        for t in range(self.max_T):
-            step_with_agent(agent, stepper, t)
-            completed.extend(stepper.pop_completed())
-            if self.max_trajectories is not None and len(completed) >= self.max_trajectories:
-                logger.log("Evaluation reached max num trajectories "
-                           f"({self.max_trajectories}).")
-                break
-        else:
-            logger.log(f"Evaluation reached max num time steps ({self.max_T}).")
+        with agent_step_mode(agent):
+            for t in range(self.max_T):
+                step_with_agent(agent, stepper, t)
+                completed.extend(stepper.pop_completed())
+                if (self.max_trajectories is not None
+                        and len(completed) >= self.max_trajectories):
+                    logger.log("Evaluation reached max num trajectories "
+                               f"({self.max_trajectories}).")
+                    break
+            else:
+                logger.log(f"Evaluation reached max num time steps ({self.max_T}).")
         return completed

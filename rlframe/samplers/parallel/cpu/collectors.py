@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rlframe.samplers.collectors import BaseCollector, BaseEvalCollector, step_with_agent
+from rlframe.samplers.collectors import (BaseCollector, BaseEvalCollector, agent_step_mode,
+                                         step_with_agent)
 
 if TYPE_CHECKING:
     from rlframe.agents.base import AgentInputs, BaseAgent
@@ -26,12 +27,13 @@ class CpuResetCollector(BaseCollector):
         stepper, agent = self.stepper, self.agent
         stepper.begin_batch()
         agent.sample_mode(itr)
-        for t in range(self.batch_T):
-            step_with_agent(agent, stepper, t)
         agent_buf = self.samples_np.agent
-        if "bootstrap_value" in agent_buf:
-            # Value of the observation after the last step (for returns/GAE).
-            agent_buf.bootstrap_value[:] = agent.value(*stepper.inputs_pyt)
+        with agent_step_mode(agent):
+            for t in range(self.batch_T):
+                step_with_agent(agent, stepper, t)
+            if "bootstrap_value" in agent_buf:
+                # Value of the observation after the last step (for returns/GAE).
+                agent_buf.bootstrap_value[:] = agent.value(*stepper.inputs_pyt)
         return stepper.inputs, stepper.tracker, stepper.pop_completed()
 
 
@@ -66,10 +68,11 @@ class CpuEvalCollector(BaseEvalCollector):
         stepper.start()
         agent.reset()
         agent.eval_mode(itr)
-        for t in range(self.max_T):
-            step_with_agent(agent, stepper, t)
-            for traj_info in stepper.pop_completed():
-                self.traj_infos_queue.put(traj_info)
-            if self.sync.stop_eval.value:
-                break
+        with agent_step_mode(agent):
+            for t in range(self.max_T):
+                step_with_agent(agent, stepper, t)
+                for traj_info in stepper.pop_completed():
+                    self.traj_infos_queue.put(traj_info)
+                if self.sync.stop_eval.value:
+                    break
         self.traj_infos_queue.put(None)  # End sentinel.
