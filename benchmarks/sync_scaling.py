@@ -14,7 +14,7 @@ Target: 2 ranks >= 1.7x the baseline's env steps/s on a 2-core machine.
 Needs the mujoco extra.
 
     python benchmarks/sync_scaling.py [--itrs 6] [--rounds 2] [--cuda_idx 0]
-        [--env_id HalfCheetah-v5] [--batch_T 2048]
+        [--env_id HalfCheetah-v5] [--batch_T 2048] [--minibatches 8]
 """
 import argparse
 import csv
@@ -33,7 +33,7 @@ CASES = {
 
 
 def train(n_rank: int, threads: int, itrs: int, log_dir: str, cuda_idx: int | None,
-          env_id: str, batch_T: int) -> None:
+          env_id: str, batch_T: int, minibatches: int) -> None:
     """One measured run (in a child process): SyncRl over ``n_rank`` ranks."""
     from rlframe.agents.pg.mujoco import MujocoFfAgent
     from rlframe.algos.pg.ppo import PPO
@@ -53,7 +53,7 @@ def train(n_rank: int, threads: int, itrs: int, log_dir: str, cuda_idx: int | No
                                       cpu_per_rank=threads, hyperthread_offset=0)
     sampler = SerialSampler(EnvCls=gym_make, env_kwargs=dict(id=env_id),
                             batch_T=batch_T, batch_B=1, max_decorrelation_steps=0)
-    algo = PPO(discount=0.99, learning_rate=3e-4, gae_lambda=0.95, minibatches=8, epochs=10,
+    algo = PPO(discount=0.99, learning_rate=3e-4, gae_lambda=0.95, minibatches=minibatches, epochs=10,
                ratio_clip=0.2, value_loss_coeff=0.5, entropy_loss_coeff=0.,
                clip_grad_norm=0.5, normalize_advantage=True)
     agent = MujocoFfAgent(model_kwargs=dict(hidden_sizes=[256, 256],
@@ -89,6 +89,7 @@ def main() -> None:
     parser.add_argument("--itrs", type=int, default=6, help="iterations per run")
     parser.add_argument("--env_id", default="HalfCheetah-v5")
     parser.add_argument("--batch_T", type=int, default=2048, help="steps per rank and iteration")
+    parser.add_argument("--minibatches", type=int, default=8, help="PPO minibatches per epoch")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--cuda_idx", type=int, default=None,
                         help="first GPU (ranks use cuda_idx, cuda_idx+1, ...; nccl)")
@@ -108,10 +109,11 @@ def main() -> None:
     for _ in range(args.rounds):
         for name, case in cases.items():
             results[name].append(measure(case, itrs=args.itrs, cuda_idx=args.cuda_idx,
-                                         env_id=args.env_id, batch_T=args.batch_T))
+                                         env_id=args.env_id, batch_T=args.batch_T,
+                                         minibatches=args.minibatches))
     base = statistics.median(s for s, _ in next(iter(results.values())))
-    print(f"PPO {args.env_id}, {args.batch_T} steps per rank and iteration, "
-          f"{args.rounds} round(s):")
+    print(f"PPO {args.env_id}, {args.batch_T} steps per rank and iteration in "
+          f"{args.minibatches} minibatches, {args.rounds} round(s):")
     print(f"{'case':<24}{'env steps/s':>14}{'updates/s':>12}{'steps ratio':>14}")
     for name, runs in results.items():
         steps = statistics.median(s for s, _ in runs)
