@@ -55,12 +55,23 @@ def read_progress(run_dir):
         return list(csv.DictReader(f))
 
 
-def no_descendants_left(timeout=10.):
+def descendants():
+    return {c.pid for c in psutil.Process().children(recursive=True)}
+
+
+def no_new_descendants_left(before, timeout=10.):
+    """No process started during the test (a rank, a sampler worker) is still running;
+    processes that other tests left (e.g. multiprocessing's resource tracker) do not count."""
     deadline = time.time() + timeout
     while time.time() < deadline:
-        children = [c for c in psutil.Process().children(recursive=True) if c.is_running()
-                    and c.status() != psutil.STATUS_ZOMBIE]
-        if not children:
+        alive = []
+        for pid in descendants() - before:
+            try:
+                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                    alive.append(pid)
+            except psutil.NoSuchProcess:
+                pass
+        if not alive:
             return True
         time.sleep(0.2)
     return False
@@ -82,6 +93,7 @@ def assert_no_new_shm(before):
 def test_ppo_sync_eval_two_ranks_learns_cartpole(in_tmp_cwd, shm_before):
     """2 ranks x SerialSampler: eval return >= 475 within 150k total steps; every
     rank's samples counted in CumSteps; identical parameters on both ranks."""
+    before = descendants()
     stop = StopAtReturn(475)
     runner = SyncRlEval(algo=cartpole_ppo(), agent=CategoricalPgAgent(),
                         sampler=cartpole_sampler(), n_steps=153600, log_interval_steps=10240,
@@ -107,7 +119,7 @@ def test_ppo_sync_eval_two_ranks_learns_cartpole(in_tmp_cwd, shm_before):
     assert state_digest(runner.agent.state_dict()) == runner.rank_digests[0]
     assert len(run_dirs(in_tmp_cwd)) == 1
     assert not dist.is_initialized()
-    assert no_descendants_left()
+    assert no_new_descendants_left(before)
     assert_no_new_shm(shm_before)
 
 
@@ -205,6 +217,7 @@ class FailingPPO(PPO):
 
 @pytest.mark.timeout(120)
 def test_exception_in_a_rank_is_reported_with_its_traceback(in_tmp_cwd, shm_before):
+    before = descendants()
     runner = SyncRl(algo=FailingPPO(), agent=CategoricalPgAgent(),
                     sampler=cartpole_sampler(batch_T=16, eval_n_envs=0), n_steps=128000,
                     log_interval_steps=1280, affinity=TWO_RANKS, seed=0)
@@ -215,7 +228,7 @@ def test_exception_in_a_rank_is_reported_with_its_traceback(in_tmp_cwd, shm_befo
     assert "boom in rank 1" in str(info.value) and "ValueError" in str(info.value)
     assert time.time() - start < 60
     assert not dist.is_initialized()
-    assert no_descendants_left()
+    assert no_new_descendants_left(before)
     assert_no_new_shm(shm_before)
 
 

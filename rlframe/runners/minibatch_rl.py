@@ -187,7 +187,7 @@ class MinibatchRlBase(BaseRunner):
             n_itr += log_interval_itrs - n_itr % log_interval_itrs
         self.log_interval_itrs = log_interval_itrs
         self.n_itr = n_itr
-        if n_itr * self.itr_batch_size != self.n_steps and self.rank == 0:
+        if n_itr * self.itr_batch_size != self.n_steps and getattr(self, "rank", 0) == 0:
             message = (f"n_steps={self.n_steps} is not a whole number of log intervals of "
                        f"{log_interval_itrs} iteration(s) of {self.itr_batch_size} env steps: "
                        f"training for {n_itr * self.itr_batch_size} env steps ({n_itr} "
