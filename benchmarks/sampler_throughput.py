@@ -55,7 +55,7 @@ def ceiling(env_id: str, n_envs: int, n_steps: int) -> Callable[[], None]:
     spaces = gym_make(env_id).spaces
     model = CategoricalPgMlpModel(spaces.observation.shape, spaces.action.n)
 
-    @torch.no_grad()
+    @torch.inference_mode()  # As the collectors act: the cheapest no-grad mode.
     def run() -> None:
         for _ in range(n_steps // n_envs):
             pi, _value = model(torch.from_numpy(observation), None, None)

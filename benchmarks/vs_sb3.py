@@ -432,7 +432,7 @@ def run_sampling(batch_Bs: list[int], steps: int, rounds: int) -> list[dict]:
 
         def ceiling_batches() -> None:
             for _ in range(n_batches * SAMPLING_T):
-                with torch.no_grad():
+                with torch.inference_mode():  # As rlframe's collectors act.
                     x = torch.from_numpy(obs)
                     probs = torch.softmax(pi(x), dim=-1)
                     v(x)
