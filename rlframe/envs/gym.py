@@ -177,17 +177,20 @@ class GymEnvWrapper(Env):
             dropped: list[str] = []
             env_info = info_to_nt({**info, "timeout": timeout}, self._info_example, dropped)
             if dropped:
-                self._warn_dropped(dropped)
+                warn_dropped_info_keys("GymEnvWrapper", dropped, self._warned_keys)
         return env_info
 
-    def _warn_dropped(self, keys: list[str]) -> None:
-        new = sorted(set(keys) - self._warned_keys)
-        if new:
-            self._warned_keys.update(new)
-            warnings.warn(
-                f"GymEnvWrapper: env info key(s) {new} were not in the info schema learned at "
-                "construction (or no longer fit its type/shape) and are dropped; declare them "
-                "with make(..., info_example={...}).", stacklevel=4)
+
+def warn_dropped_info_keys(owner: str, keys: list[str], warned: set[str]) -> None:
+    """Warn, once per key and owner, that env info ``keys`` outside the info schema were
+    dropped; ``warned`` (the owner's set) remembers the keys already named."""
+    new = sorted(set(keys) - warned)
+    if new:
+        warned.update(new)
+        warnings.warn(
+            f"{owner}: env info key(s) {new} were not in the info schema learned at "
+            "construction (or no longer fit its type/shape) and are dropped; declare them "
+            "with make(..., info_example={...}).", stacklevel=4)
 
 
 class EnvInfoWrapper(gym.Wrapper):

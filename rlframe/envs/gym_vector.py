@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -33,7 +32,8 @@ import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
 from rlframe.envs.base import Env, EnvSpaces
-from rlframe.envs.gym import GymEnvWrapper, _info_leaf, _storable, done_and_timeout
+from rlframe.envs.gym import (GymEnvWrapper, _info_leaf, _storable, done_and_timeout,
+                               warn_dropped_info_keys)
 from rlframe.envs.vector import VecEnv, VecStep, _fill_rows
 from rlframe.spaces.gym_wrapper import GymSpaceWrapper, to_identifier
 from rlframe.utils.buffer import buffer_from_example
@@ -197,18 +197,9 @@ class GymVecEnv(VecEnv):
             dropped: list[str] = []
             _fill_info_rows(buf, self._info_example, infos, self.num_envs, dropped, "")
             if dropped:
-                self._warn_dropped(dropped)
+                warn_dropped_info_keys("GymVecEnv", dropped, self._warned_keys)
         buf.timeout[:] = timeout  # Set after the infos: an info key "timeout" never wins.
         return buf
-
-    def _warn_dropped(self, keys: list[str]) -> None:
-        new = sorted(set(keys) - self._warned_keys)
-        if new:
-            self._warned_keys.update(new)
-            warnings.warn(
-                f"GymVecEnv: env info key(s) {new} were not in the info schema learned at "
-                "construction (or no longer fit its type/shape) and are dropped; declare them "
-                "with make(..., info_example={...}).", stacklevel=4)
 
 
 class ActionSampler:
