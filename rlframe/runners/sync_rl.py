@@ -37,7 +37,9 @@ from rlframe.utils.distributed import (broadcast_object, broadcast_tensors, gath
 from rlframe.utils.launching.pinning import check_affinity, check_cuda_device
 from rlframe.utils.logging import logger
 from rlframe.utils.seed import make_seed
-from rlframe.utils.synchronize import die_with_parent, drain_queue, find_port
+from rlframe.utils.collections import iter_leaves
+from rlframe.utils.synchronize import (check_start_method, die_with_parent, drain_queue,
+                                       find_port)
 
 BATCH_SCALINGS = ("weak", "strong")
 JOIN_TIMEOUT_S = 30.  # Ranks 1.. finishing after rank 0 at the end of a run.
@@ -83,11 +85,7 @@ class SyncRlMixin:
             raise ValueError(f"batch_scaling must be one of {BATCH_SCALINGS}, got "
                              f"{batch_scaling!r}.")
         self.batch_scaling = batch_scaling
-        allowed = mp.get_all_start_methods()
-        if start_method is not None and start_method not in allowed:
-            raise ValueError(f"start_method must be one of {allowed} or None, got "
-                             f"{start_method!r}.")
-        self.start_method = start_method
+        self.start_method = check_start_method(start_method)
         if not pg_timeout > 0:
             raise ValueError(f"pg_timeout must be a positive number of seconds, got "
                              f"{pg_timeout!r}.")
@@ -321,7 +319,7 @@ class SyncRlMixin:
         """Give every rank rank 0's agent state (DistributedDataParallel broadcasts the
         trained models; this covers target networks and buffers too)."""
         state = self.agent.state_dict()
-        tensors = [t for t in _leaves(state) if isinstance(t, torch.Tensor)]
+        tensors = [t for _, t in iter_leaves(state) if isinstance(t, torch.Tensor)]
         broadcast_tensors(tensors, src=0, group=self._ctrl_group)
         self.agent.load_state_dict(state)
 
@@ -520,11 +518,3 @@ def _unwrap_ddp(agent: Any) -> None:
         agent._ddp = False
     if hasattr(agent, "_target_pairs"):
         agent._target_pairs = None
-
-
-def _leaves(tree: Any) -> list:
-    if isinstance(tree, dict):
-        return [leaf for value in tree.values() for leaf in _leaves(value)]
-    if isinstance(tree, (list, tuple)):
-        return [leaf for value in tree for leaf in _leaves(value)]
-    return [tree]

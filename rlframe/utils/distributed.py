@@ -10,6 +10,8 @@ from typing import Any, Iterable
 import torch
 import torch.distributed as dist
 
+from rlframe.utils.collections import iter_leaves
+
 # Environment variables that torchrun (torch.distributed.run) sets in every process.
 TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 
@@ -107,19 +109,12 @@ def broadcast_tensors(tensors: Iterable[torch.Tensor], src: int = 0,
 
 
 def state_digest(state: Any) -> str:
-    """SHA-1 of every tensor in a (nested) state dict, in key order: equal digests on
+    """SHA-1 of every tensor in a (nested) state dict, with its path: equal digests on
     two ranks mean bit-identical parameters."""
     digest = hashlib.sha1()
-
-    def visit(node: Any) -> None:
-        if isinstance(node, torch.Tensor):
-            digest.update(node.detach().cpu().reshape(-1).contiguous().view(torch.uint8).numpy().tobytes())
-        elif isinstance(node, dict):
-            for key in sorted(node, key=str):
-                digest.update(str(key).encode())
-                visit(node[key])
-        elif isinstance(node, (list, tuple)):
-            for item in node:
-                visit(item)
-    visit(state)
+    for path, leaf in iter_leaves(state):
+        if isinstance(leaf, torch.Tensor):
+            digest.update(path.encode())
+            digest.update(leaf.detach().cpu().reshape(-1).contiguous().view(torch.uint8)
+                          .numpy().tobytes())
     return digest.hexdigest()

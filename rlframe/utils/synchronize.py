@@ -147,6 +147,19 @@ def find_port(offset: int) -> int:
                        f"{FIRST_PORT + offset}, {FIRST_PORT + offset + PORT_STRIDE}, ... 65535.")
 
 
+def check_start_method(start_method: str | None) -> str | None:
+    """``start_method`` if this platform's multiprocessing has it (or None: the default).
+
+    Raises:
+        ValueError: naming the methods this platform offers.
+    """
+    allowed = mp.get_all_start_methods()
+    if start_method is not None and start_method not in allowed:
+        raise ValueError(f"start_method must be one of {allowed} or None, got "
+                         f"{start_method!r}.")
+    return start_method
+
+
 def die_with_parent() -> None:
     """Ask Linux to send SIGTERM to this process when its parent exits."""
     if not sys.platform.startswith("linux"):

@@ -25,7 +25,7 @@ from rlframe.samplers.parallel.worker import POLL_S, sampling_process
 from rlframe.utils.collections import AttrDict
 from rlframe.utils.launching.pinning import check_workers_cpus
 from rlframe.utils.logging import logger
-from rlframe.utils.synchronize import drain_queue
+from rlframe.utils.synchronize import check_start_method, drain_queue
 
 if TYPE_CHECKING:
     from multiprocessing.synchronize import Semaphore
@@ -55,11 +55,7 @@ class ParallelSamplerBase(BaseSampler):
 
     def __init__(self, *args: Any, start_method: str | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        allowed = mp.get_all_start_methods()
-        if start_method is not None and start_method not in allowed:
-            raise ValueError(f"start_method must be one of {allowed} or None, got "
-                             f"{start_method!r}.")
-        self.start_method = start_method
+        self.start_method = check_start_method(start_method)
         self.workers: list = []
         self.ctrl: AttrDict | None = None
         self._check_picklable_for_workers()
