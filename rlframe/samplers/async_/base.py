@@ -19,13 +19,17 @@ if TYPE_CHECKING:
     from multiprocessing.context import BaseContext
 
     from rlframe.agents.base import BaseAgent
-    from rlframe.samplers.collections import BatchSpec, Examples, Samples, TrajInfo
+    from rlframe.samplers.collections import BatchSpec, Examples, Samples
 
 N_DOUBLE_BUFFER = 2
 
 
 class AsyncSamplerMixin:
     """Master-side initialization shared by the asynchronous samplers.
+
+    Subclasses add ``initialize(affinity)`` (in the sampler process),
+    ``obtain_samples(itr, db_idx)`` (returns the completed TrajInfos; the batch
+    goes to ``double_buffer[db_idx]``), ``evaluate_agent(itr)`` and ``shutdown()``.
 
     Attributes (set by :meth:`async_initialize`):
         agent: the agent, its model on shared memory.
@@ -88,14 +92,6 @@ class AsyncSamplerMixin:
         self.__dict__.update(state)
         if getattr(self, "double_buffer", None) is not None:
             self.double_buffer_pyt = tuple(torchify_buffer(b) for b in self.double_buffer)
-
-    def initialize(self, affinity: dict) -> None:
-        """In the sampler process: build envs and collectors, start them."""
-        raise NotImplementedError
-
-    def obtain_samples(self, itr: int, db_idx: int) -> list[TrajInfo]:  # type: ignore[override]
-        """Collect one batch into ``double_buffer[db_idx]``; returns completed TrajInfos."""
-        raise NotImplementedError
 
     @staticmethod
     def check_db_idx(db_idx: int) -> int:
