@@ -273,7 +273,8 @@ def assert_all_gone(process, tree, shm_before, timeout=10.):
     for p in alive:
         p.kill()
     assert not alive, [p.pid for p in alive]
-    assert shm_entries() - shm_before == set()
+    new = shm_entries() - shm_before
+    assert not new, (new, output[-3000:])
     return output
 
 
