@@ -130,6 +130,15 @@ class ParallelSamplerBase(BaseSampler):
         self.samples_pyt, self.samples_np = samples_pyt, samples_np
         self.examples = examples
 
+        self._start_workers(affinity, workers_cpus, seed, env_rank_offset, worker_process)
+        return examples
+
+    def _start_workers(self, affinity: dict, workers_cpus: list, seed: int,
+                       env_rank_offset: int,
+                       worker_process: Callable[..., None] | None = None) -> None:
+        """Size evaluation, build the control objects and queues, start the workers and
+        wait until every one has built and decorrelated its envs."""
+        n_worker = self.n_worker
         self.eval_n_envs_per = 0
         if self.eval_n_envs > 0:
             self.eval_n_envs_per = max(1, self.eval_n_envs // n_worker)
@@ -171,7 +180,6 @@ class ParallelSamplerBase(BaseSampler):
             raise
         logger.log(f"{type(self).__name__} initialized: {n_worker} workers, "
                    f"{self.B_per_worker} envs each.")
-        return examples
 
     def _agent_init(self, agent: BaseAgent, env_spaces: EnvSpaces, global_B: int,
                     env_ranks: list[int]) -> None:
@@ -221,7 +229,7 @@ class ParallelSamplerBase(BaseSampler):
                 cpus=workers_cpus[w] if set_affinity else None,
                 n_envs=self.B_per_worker,
                 env_ranks=env_ranks,
-                samples_np=self.samples_np[:, slice_B],
+                samples_np=self._worker_samples(slice_B),
                 sync=self.sync,
                 **self._worker_extra_kwargs(w, slice_B),
             ))
@@ -229,6 +237,10 @@ class ParallelSamplerBase(BaseSampler):
 
     def _worker_extra_kwargs(self, w: int, slice_B: slice) -> dict:
         return {}
+
+    def _worker_samples(self, slice_B: slice) -> Samples | tuple[Samples, ...]:
+        """The sample buffer columns ``slice_B`` a worker writes."""
+        return self.samples_np[:, slice_B]
 
     # ---- master-side synchronization ------------------------------------------------
 

@@ -1,0 +1,792 @@
+"""Asynchronous runners: the sampler and the optimizer run at the same time.
+
+Processes:
+
+* the master (this process): the optimizer, logging, snapshots and callbacks;
+* one sampler process, writing batches alternately into the two halves of a
+  shared double buffer (an :mod:`~rlframe.samplers.async_` sampler, which may
+  start its own env workers);
+* two memory copiers, one per half of the double buffer, appending a finished
+  batch to the shared replay buffer and handing the half back to the sampler.
+
+The sampler runs free. The optimizer makes one ``optimize_agent`` call
+(``updates_per_sync`` updates) per ``delta_throttle_itr`` sampler iterations,
+so ``replay_ratio`` is an upper bound on the transitions trained on per
+transition collected; after every call it publishes the parameters
+(``agent.send_shared_memory``), which the sampler takes before its next batch
+or evaluation. A child that raises sends its traceback to the master, which
+stops the run with an :class:`AsyncRlError` naming the process; a child that is
+killed is named likewise. Ctrl-C and SIGTERM stop every process.
+"""
+from __future__ import annotations
+
+import _thread
+import math
+import multiprocessing as mp
+import os
+import queue
+import signal
+import threading
+import time
+import traceback
+from collections import deque
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+import psutil
+
+from rlframe.runners.callbacks import Callback
+from rlframe.runners.minibatch_rl import MinibatchRlBase
+from rlframe.utils.checks import positive_int
+from rlframe.utils.collections import AttrDict
+from rlframe.utils.launching.pinning import (check_async_affinity, check_cuda_device,
+                                             set_cpu_affinity, set_torch_threads)
+from rlframe.utils.logging import logger
+from rlframe.utils.seed import make_seed, set_seed
+from rlframe.utils.synchronize import die_with_parent, drain_queue
+
+if TYPE_CHECKING:
+    from multiprocessing.context import BaseContext
+
+    from rlframe.replays.base import BaseReplayBuffer
+    from rlframe.samplers.collections import Samples
+
+THROTTLE_WAIT = 0.05  # Seconds the optimizer sleeps while it is ahead of the sampler.
+POLL_S = 0.2  # How often a blocked process checks on the others.
+JOIN_TIMEOUT_S = 5.  # Children ending by themselves at shutdown, before SIGTERM.
+FAILURE_GRACE_S = 3.  # A child failed: time for the master to notice before it is interrupted.
+N_DOUBLE_BUFFER = 2
+
+ALGO_ASYNC_ATTRIBUTES = ("async_initialize", "optim_initialize", "samples_to_buffer",
+                         "optimize_agent", "updates_per_sync", "replay_ratio", "batch_size",
+                         "min_steps_learn")
+
+
+class AsyncRlError(RuntimeError):
+    """A process of an asynchronous run failed; the message names it."""
+
+
+# ---------------------------------------------------------------------------- schedule
+
+def async_n_itr(n_steps: int, log_interval_steps: int, sampler_batch_size: int
+                ) -> tuple[int, int]:
+    """Sampler iterations of an asynchronous run.
+
+    Returns:
+        ``(log_interval_itrs, n_itr)`` with ``log_interval_itrs =
+        max(log_interval_steps // sampler_batch_size, 1)`` and ``n_itr =
+        ceil(n_steps / log_interval_steps) * log_interval_itrs``.
+    """
+    log_interval_itrs = max(int(log_interval_steps) // int(sampler_batch_size), 1)
+    n_itr = math.ceil(n_steps / log_interval_steps) * log_interval_itrs
+    return log_interval_itrs, n_itr
+
+
+def throttle_schedule(min_steps_learn: int, batch_size: int, updates_per_sync: int,
+                      sampler_batch_size: int, replay_ratio: float, world_size: int = 1
+                      ) -> tuple[int, float]:
+    """When the optimizer may make its first and its following ``optimize_agent`` calls.
+
+    Returns:
+        ``(throttle_itr, delta_throttle_itr)``: the first call waits until the
+        sampler's iteration reaches ``1 + min_steps_learn // sampler_batch_size``;
+        each call then moves that mark by ``batch_size * world_size *
+        updates_per_sync / (sampler_batch_size * replay_ratio)`` iterations.
+    """
+    if not replay_ratio > 0:
+        raise ValueError(f"replay_ratio must be positive to throttle the optimizer, got "
+                         f"{replay_ratio!r}.")
+    throttle_itr = 1 + int(min_steps_learn) // int(sampler_batch_size)
+    delta_throttle_itr = (batch_size * world_size * updates_per_sync
+                          / (sampler_batch_size * replay_ratio))
+    return throttle_itr, delta_throttle_itr
+
+
+def build_ctrl(world_size: int = 1, ctx: BaseContext | None = None) -> AttrDict:
+    """Shared control objects of one asynchronous run.
+
+    Args:
+        world_size: optimizer processes (a barrier joins them when more than one).
+        ctx: multiprocessing context of the children (default: the default context).
+
+    Returns:
+        ``AttrDict(quit, quit_opt, sample_ready, sample_copied, sampler_itr,
+        opt_throttle, eval_time)``; ``sample_ready[i]`` / ``sample_copied[i]`` are
+        the semaphores of half ``i`` of the double buffer.
+    """
+    ctx = mp.get_context() if ctx is None else ctx
+    return AttrDict(
+        quit=ctx.Value("b", False, lock=True),
+        quit_opt=ctx.RawValue("b", False),
+        sample_ready=[ctx.Semaphore(0) for _ in range(N_DOUBLE_BUFFER)],
+        sample_copied=[ctx.Semaphore(1) for _ in range(N_DOUBLE_BUFFER)],
+        sampler_itr=ctx.Value("l", 0, lock=True),
+        opt_throttle=ctx.Barrier(world_size) if world_size > 1 else None,
+        eval_time=ctx.Value("d", 0., lock=True),
+    )
+
+
+# ---------------------------------------------------------------------------- children
+
+def _start_child() -> None:
+    """Ctrl-C reaches the whole process group: children leave it to the master, which
+    stops them. On Linux a child also ends with the master."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent()
+
+
+def _wait(semaphore: Any, quit_flag: Any, parent_pid: int | None) -> bool:
+    """Acquire ``semaphore``; False (not acquired) once ``quit_flag`` is set or the
+    master is gone."""
+    while not semaphore.acquire(timeout=POLL_S):
+        if quit_flag.value or (parent_pid is not None and os.getppid() != parent_pid):
+            return False
+    return True
+
+
+def _report_error(error_queue: Any, name: str) -> None:
+    if error_queue is not None:
+        error_queue.put((name, traceback.format_exc()))
+        error_queue.close()
+        error_queue.join_thread()
+
+
+def _sampler_loop(sampler: Any, affinity: dict, ctrl: AttrDict, traj_infos_queue: Any,
+                  n_itr: int, eval_itrs: int | None, error_queue: Any,
+                  parent_pid: int | None) -> None:
+    _start_child()
+    failed = False
+    try:
+        sampler.initialize(affinity)
+        db_idx = 0
+        n_loop = n_itr if eval_itrs is None else n_itr + 1  # Eval: the final evaluation too.
+        for itr in range(n_loop):
+            if not _wait(ctrl.sample_copied[db_idx], ctrl.quit, parent_pid):
+                break
+            traj_infos = sampler.obtain_samples(itr, db_idx)
+            ctrl.sample_ready[db_idx].release()
+            if eval_itrs is not None:
+                traj_infos = None  # Training trajectories are not logged.
+                if itr % eval_itrs == 0:
+                    eval_time = -time.time()
+                    traj_infos = sampler.evaluate_agent(itr)
+                    eval_time += time.time()
+                    with ctrl.eval_time.get_lock():
+                        ctrl.eval_time.value += eval_time
+            with ctrl.sampler_itr.get_lock():
+                if traj_infos is not None:
+                    for info in traj_infos:
+                        traj_infos_queue.put(info)
+                    if eval_itrs is not None:
+                        traj_infos_queue.put(None)  # The end of one evaluation.
+                ctrl.sampler_itr.value = itr
+            db_idx ^= 1
+        else:
+            logger.log(f"Async sampler reached its final iteration {n_loop - 1}; quitting.")
+            ctrl.quit.value = True
+    except BaseException:  # noqa: BLE001 - reported to the master, then exit 1.
+        failed = True
+        _report_error(error_queue, "sampler")
+    finally:
+        try:
+            sampler.shutdown()
+        finally:
+            for semaphore in ctrl.sample_ready:  # Wake the memory copiers.
+                semaphore.release()
+    if failed:
+        raise SystemExit(1)
+
+
+def run_async_sampler(sampler: Any, affinity: dict, ctrl: AttrDict, traj_infos_queue: Any,
+                      n_itr: int, error_queue: Any = None, parent_pid: int | None = None
+                      ) -> None:
+    """Entry point of the sampler process (importable, for every start method).
+
+    Runs ``n_itr`` batches into alternate halves of the double buffer; after each,
+    puts its completed TrajInfos on ``traj_infos_queue`` and sets
+    ``ctrl.sampler_itr``. Sets ``ctrl.quit`` when done.
+
+    Args:
+        sampler: an asynchronous sampler after ``async_initialize``.
+        affinity: the run's ``affinity["sampler"]``.
+        ctrl: from :func:`build_ctrl`.
+        traj_infos_queue: where completed TrajInfos go.
+        n_itr: sampler iterations.
+        error_queue: where ``("sampler", traceback)`` goes if this process fails.
+        parent_pid: the master's pid (the process stops waiting once it is gone).
+    """
+    _sampler_loop(sampler, affinity, ctrl, traj_infos_queue, n_itr, None, error_queue,
+                  parent_pid)
+
+
+def run_async_sampler_eval(sampler: Any, affinity: dict, ctrl: AttrDict, traj_infos_queue: Any,
+                           n_itr: int, eval_itrs: int, error_queue: Any = None,
+                           parent_pid: int | None = None) -> None:
+    """Entry point of the sampler process of :class:`AsyncRlEval`.
+
+    As :func:`run_async_sampler`, over ``n_itr + 1`` batches; training TrajInfos
+    are dropped, and every ``eval_itrs`` iterations (from iteration 0) the agent
+    is evaluated: its TrajInfos, then a ``None``, go on ``traj_infos_queue``
+    before ``ctrl.sampler_itr`` is set, and ``ctrl.eval_time`` adds its duration.
+    """
+    if eval_itrs < 1:
+        raise ValueError(f"eval_itrs must be a positive number of iterations, got {eval_itrs!r}.")
+    _sampler_loop(sampler, affinity, ctrl, traj_infos_queue, n_itr, eval_itrs, error_queue,
+                  parent_pid)
+
+
+def memory_copier(sample_buffer: Samples, samples_to_buffer: Callable[[Samples], Any],
+                  replay_buffer: BaseReplayBuffer, ctrl: AttrDict, name: str = "memory copier",
+                  error_queue: Any = None, parent_pid: int | None = None) -> None:
+    """Entry point of a memory copier: appends one half of the double buffer to the replay.
+
+    Args:
+        sample_buffer: the half ``[T, B]`` (shared numpy ``Samples``) it copies.
+        samples_to_buffer: the algorithm's conversion to the replay's fields (it runs
+            in this process, so it must not depend on state the optimizer changes).
+        replay_buffer: the shared replay buffer.
+        ctrl: ``AttrDict(quit, sample_ready, sample_copied)`` of this half.
+        name: how errors name this process.
+        error_queue: where ``(name, traceback)`` goes if this process fails.
+        parent_pid: the master's pid.
+    """
+    _start_child()
+    import torch
+    torch.set_num_threads(1)
+    try:
+        while True:
+            if not _wait(ctrl.sample_ready, ctrl.quit, parent_pid) or ctrl.quit.value:
+                break
+            replay_buffer.append_samples(samples_to_buffer(sample_buffer))
+            ctrl.sample_copied.release()
+    except BaseException:  # noqa: BLE001 - reported to the master, then exit 1.
+        _report_error(error_queue, name)
+        raise SystemExit(1) from None
+
+
+# ---------------------------------------------------------------------------- runners
+
+class AsyncRlBase(MinibatchRlBase):
+    """Sampling in its own process, optimization (and logging) in this one.
+
+    Args:
+        algo: an off-policy algorithm with ``async_initialize`` (a replay on shared
+            memory), ``optim_initialize``, ``samples_to_buffer``, ``updates_per_sync``,
+            ``replay_ratio``, ``batch_size`` and ``min_steps_learn``.
+        agent: the agent.
+        sampler: an asynchronous sampler (:class:`AsyncSerialSampler`,
+            :class:`AsyncCpuSampler`).
+        n_steps: env steps to sample (rounded up to whole log intervals).
+        affinity: the asynchronous layout, e.g. ``make_affinity(n_cpu_core=2,
+            n_gpu=0, cpu_per_run=2, async_sample=True)``: ``optimizer`` (a list with
+            one dict) and ``sampler`` (a dict).
+        seed: random seed (None: a fresh one); the sampler process uses it too.
+        log_interval_steps: sampled env steps between diagnostics rows.
+        callbacks: :class:`~rlframe.runners.callbacks.Callback` objects;
+            ``on_iteration_end`` receives ``samples=None``.
+        start_method: how the children start (``"fork"``, ``"forkserver"``,
+            ``"spawn"``; None: the multiprocessing default). Under spawn and
+            forkserver the sampler and the algorithm must pickle.
+    """
+
+    def __init__(self, algo: Any, agent: Any, sampler: Any, n_steps: int | float,
+                 affinity: dict, seed: int | None = None,
+                 log_interval_steps: int | float = 1e5,
+                 callbacks: Sequence[Callback] | None = None, start_method: str | None = None):
+        name = type(self).__name__
+        if not isinstance(affinity, dict) or "optimizer" not in affinity:
+            raise TypeError(f"{name}: affinity must be an asynchronous affinity dict with "
+                            "'optimizer' and 'sampler' entries, e.g. make_affinity(n_cpu_core=2, "
+                            f"n_gpu=0, cpu_per_run=2, async_sample=True); got {affinity!r}.")
+        check_async_affinity(affinity)
+        if len(affinity["optimizer"]) > 1:
+            raise NotImplementedError(
+                f"{name}: affinity['optimizer'] lists {len(affinity['optimizer'])} optimizer "
+                "processes; only one optimizer (in this process) is supported so far, so "
+                "build the affinity with gpu_per_run=1 (or n_gpu=0).")
+        if not isinstance(affinity["sampler"], dict):
+            raise NotImplementedError(
+                f"{name}: affinity['sampler'] is a list (one entry per sampler GPU); only a "
+                "single CPU sampler dict is supported so far (sample_gpu_per_run=0).")
+        check_cuda_device(affinity["optimizer"][0].get("cuda_idx"),
+                          "affinity['optimizer'][0]['cuda_idx']")
+        missing = [a for a in ALGO_ASYNC_ATTRIBUTES if not hasattr(algo, a)]
+        if missing:
+            raise TypeError(f"{name} needs an algorithm for asynchronous training; "
+                            f"{type(algo).__name__} lacks {missing}.")
+        for method in ("async_initialize", "initialize", "obtain_samples", "evaluate_agent",
+                       "shutdown"):
+            if not callable(getattr(sampler, method, None)):
+                raise TypeError(f"{name} needs an asynchronous sampler (e.g. AsyncSerialSampler "
+                                f"or AsyncCpuSampler); {type(sampler).__name__} has no "
+                                f"{method}().")
+        if not hasattr(sampler, "double_buffer") and not hasattr(type(sampler),
+                                                                 "async_initialize"):
+            raise TypeError(f"{name}: sampler={sampler!r} is not an asynchronous sampler.")
+        allowed = mp.get_all_start_methods()
+        if start_method is not None and start_method not in allowed:
+            raise ValueError(f"start_method must be one of {allowed} or None, got "
+                             f"{start_method!r}.")
+        self.start_method = start_method
+        super().__init__(algo=algo, agent=agent, sampler=sampler, n_steps=n_steps, seed=seed,
+                         affinity=affinity, log_interval_steps=log_interval_steps,
+                         callbacks=callbacks)
+        self.ctrl: AttrDict | None = None
+        self.processes: dict[str, Any] = {}
+        self.traj_infos_queue: Any = None
+        self.error_queue: Any = None
+        self._failure: str | None = None
+        self._training = False
+        self._monitor: threading.Thread | None = None
+        self._original_cpus: list[int] | None = None
+
+    # ------------------------------------------------------------------ training
+    def train(self) -> None:
+        """Optimize while the sampler runs, until it has sampled ``n_itr`` batches.
+
+        Raises:
+            AsyncRlError: a child process failed (an exception, whose traceback
+                the message holds, or killed); the message names it.
+        """
+        try:
+            throttle_itr, delta_throttle_itr = self.startup()
+            self.before_training()
+            throttle_time, log_counter, itr = 0., 0, 0
+            ctrl = self.ctrl
+            while not self.stop_requested:
+                logger.set_iteration(itr)
+                with logger.prefix(f"opt_itr #{itr} "):
+                    while ctrl.sampler_itr.value < throttle_itr and not ctrl.quit.value:
+                        self._raise_if_failed()
+                        time.sleep(THROTTLE_WAIT)
+                        throttle_time += THROTTLE_WAIT
+                    self._raise_if_failed()
+                    if ctrl.quit.value:
+                        break
+                    throttle_itr += delta_throttle_itr
+                    opt_info = self.algo.optimize_agent(itr, sampler_itr=ctrl.sampler_itr.value)
+                    self.agent.send_shared_memory()
+                    sampler_itr = ctrl.sampler_itr.value
+                    traj_infos = [] if self._eval else drain_queue(self.traj_infos_queue)
+                    self.last_completed_itr = itr
+                    self.store_diagnostics(itr, sampler_itr, traj_infos, opt_info)
+                    self._call_callbacks("on_iteration_end", itr, None, opt_info)
+                    if sampler_itr // self.log_interval_itrs > log_counter:
+                        self.at_log_point(itr, sampler_itr, throttle_time)
+                        log_counter += 1
+                        throttle_time = 0.
+                itr += 1
+            if not self.stop_requested:
+                self._final_log(throttle_time)
+            self._completed = True
+        except BaseException as error:  # Ctrl-C, SIGTERM, a child's failure, ...
+            self._training = False
+            self.save_final_snapshot(error)
+            if self._failure is not None:
+                raise AsyncRlError(self._failure) from error
+            raise
+        finally:
+            self.shutdown()
+
+    def _final_log(self, throttle_time: float) -> None:
+        """The sampler finished: log what arrived since the last row."""
+        sampler = self.processes.get("sampler")
+        if sampler is not None:  # Its last TrajInfos are flushed once it has exited.
+            deadline = time.time() + JOIN_TIMEOUT_S
+            while sampler.is_alive() and time.time() < deadline:
+                sampler.join(0.05)
+            self._raise_if_failed(wait_s=0.5)
+        traj_infos = drain_queue(self.traj_infos_queue)
+        if traj_infos or not self._eval:
+            itr = 0 if self.last_completed_itr is None else self.last_completed_itr
+            self.store_diagnostics(itr, self.ctrl.sampler_itr.value,
+                                   [] if self._eval else traj_infos, None)
+            if self._eval:
+                self._eval_traj_infos.extend(traj_infos)
+            self.log_diagnostics(itr, self.ctrl.sampler_itr.value, throttle_time)
+
+    def at_log_point(self, itr: int, sampler_itr: int, throttle_time: float) -> None:
+        """Write a diagnostics row (the eval runner first takes one evaluation's TrajInfos)."""
+        self.log_diagnostics(itr, sampler_itr, throttle_time)
+
+    # ------------------------------------------------------------------ startup
+    def startup(self) -> tuple[int, float]:  # type: ignore[override]
+        """Seed, build the double buffer and the replay, start the children, then set up
+        the optimizer here; returns ``(throttle_itr, delta_throttle_itr)``."""
+        self._completed = False
+        self._stop_reason = None
+        self._callbacks_started = False
+        self._failure = None
+        self.last_completed_itr: int | None = None
+        self.rank, self.world_size = 0, len(self.affinity["optimizer"])
+        if not logger.writes_files():
+            message = (f"{type(self).__name__}.train() runs outside logger_context: nothing "
+                       "(progress.csv, debug.log, snapshots) will be saved.")
+            logger.log(f"WARNING: {message}")
+        self._install_sigterm_handler()
+        if self.seed is None:
+            self.seed = make_seed()
+        set_seed(self.seed)
+        self.ctx = mp.get_context(self.start_method)
+        double_buffer, examples = self.sampler.async_initialize(
+            agent=self.agent, bootstrap_value=getattr(self.algo, "bootstrap_value", False),
+            traj_info_kwargs=self.get_traj_info_kwargs(), seed=self.seed, ctx=self.ctx)
+        self.sampler_batch_size = self.sampler.batch_spec.size
+        self.itr_batch_size = self.sampler_batch_size
+        n_itr = self.get_n_itr()
+        self.replay_buffer = self.algo.async_initialize(
+            agent=self.agent, sampler_n_itr=n_itr, batch_spec=self.sampler.batch_spec,
+            mid_batch_reset=self.sampler.mid_batch_reset, examples=examples,
+            world_size=self.world_size)
+        self.launch_workers(n_itr)
+        throttle = self.optim_startup()
+        self._callbacks_started = True
+        self._call_callbacks("on_startup")
+        return throttle
+
+    def get_n_itr(self) -> int:
+        """Sampler iterations; see :func:`async_n_itr`."""
+        self.log_interval_itrs, self.n_itr = async_n_itr(self.n_steps, self.log_interval_steps,
+                                                         self.sampler_batch_size)
+        logger.log(f"Running {self.n_itr} sampler iterations.")
+        return self.n_itr
+
+    def launch_workers(self, n_itr: int) -> None:
+        """Start the sampler process and the two memory copiers (and their watchdog)."""
+        ctx = self.ctx
+        self.traj_infos_queue = ctx.Queue()
+        self.error_queue = ctx.Queue()
+        self.ctrl = ctrl = build_ctrl(self.world_size, ctx)
+        common = dict(error_queue=self.error_queue, parent_pid=os.getpid())
+        sampler_kwargs = dict(sampler=self.sampler, affinity=self.affinity["sampler"], ctrl=ctrl,
+                              traj_infos_queue=self.traj_infos_queue, n_itr=n_itr, **common)
+        if self._eval:
+            sampler_kwargs["eval_itrs"] = self.log_interval_itrs
+        target = run_async_sampler_eval if self._eval else run_async_sampler
+        # Not a daemon: an AsyncCpuSampler starts worker processes of its own.
+        self.processes = {"sampler": ctx.Process(target=target, kwargs=sampler_kwargs,
+                                                 name="AsyncRl-sampler", daemon=False)}
+        for i in range(N_DOUBLE_BUFFER):
+            name = f"memory copier {i}"
+            copier_ctrl = AttrDict(quit=ctrl.quit, sample_ready=ctrl.sample_ready[i],
+                                   sample_copied=ctrl.sample_copied[i])
+            self.processes[name] = ctx.Process(
+                target=memory_copier, name=f"AsyncRl-copier{i}", daemon=True,
+                args=(self.sampler.double_buffer[i], self.algo.samples_to_buffer,
+                      self.replay_buffer, copier_ctrl), kwargs=dict(name=name, **common))
+        self._training = True
+        for process in self.processes.values():
+            process.start()
+        logger.log("Started the sampler and memory copier processes (pids "
+                   f"{[p.pid for p in self.processes.values()]}).")
+        self._monitor = threading.Thread(target=self._watch_children, daemon=True,
+                                         name="AsyncRl-monitor")
+        self._monitor.start()
+
+    def optim_startup(self) -> tuple[int, float]:
+        """Pin this process to the optimizer's CPUs, place the agent, build the optimizer;
+        returns ``(throttle_itr, delta_throttle_itr)``."""
+        opt_affinity = self.affinity["optimizer"][0]
+        process = psutil.Process()
+        if hasattr(process, "cpu_affinity"):
+            self._original_cpus = process.cpu_affinity()
+        if self.affinity.get("set_affinity", True) and opt_affinity.get("set_affinity", True):
+            set_cpu_affinity(opt_affinity["cpus"])
+        n_threads = set_torch_threads(opt_affinity.get("torch_threads"))
+        logger.log(f"Optimizer CPUs {opt_affinity['cpus']}, Torch threads {n_threads}.")
+        cuda_idx = opt_affinity.get("cuda_idx")
+        if cuda_idx is None:
+            # Train a private copy: the sampler then reads the shared model only as
+            # send_shared_memory() writes it (under its lock), never mid-update.
+            self.agent.async_cpu(share_memory=False)
+        else:
+            self.agent.to_device(cuda_idx)
+        self.algo.optim_initialize(rank=0)
+        self.min_itr_learn = getattr(self.algo, "min_itr_learn", 0)
+        self.initialize_logging()
+        return throttle_schedule(getattr(self.algo, "min_steps_learn", 0), self.algo.batch_size,
+                                 self.algo.updates_per_sync, self.sampler_batch_size,
+                                 self.algo.replay_ratio, self.world_size)
+
+    # ------------------------------------------------------------------ failures
+    def _find_failure(self) -> str | None:
+        """A message naming the child that failed, if one did: its own report first,
+        then a child that died without one."""
+        reports = drain_queue(self.error_queue) if self.error_queue is not None else []
+        if not reports:
+            dead = [(name, p) for name, p in self.processes.items()
+                    if p.exitcode not in (None, 0)]
+            if not dead:
+                return None
+            time.sleep(0.2)  # Its report may still be in the pipe.
+            reports = drain_queue(self.error_queue)
+            if not reports:
+                name, p = dead[0]
+                code = p.exitcode
+                how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+                return f"the {name} process (pid {p.pid}) {how}."
+        name, text = reports[0]
+        return f"the {name} process failed:\n{text}"
+
+    def _watch_children(self) -> None:
+        """Watchdog thread: record a child's failure; interrupt the master if it has not
+        noticed within FAILURE_GRACE_S (e.g. it is blocked)."""
+        while self._training:
+            failure = self._find_failure()
+            if failure is not None:
+                self._failure = failure
+                deadline = time.time() + FAILURE_GRACE_S
+                while self._training and time.time() < deadline:
+                    time.sleep(0.05)
+                if self._training:
+                    logger.log(f"ERROR: {failure} Stopping the run.")
+                    _thread.interrupt_main()
+                return
+            time.sleep(0.1)
+
+    def _raise_if_failed(self, wait_s: float = 0.) -> None:
+        deadline = time.time() + wait_s
+        while True:
+            if self._failure is None and (self._monitor is None or not self._monitor.is_alive()):
+                self._failure = self._find_failure()
+            if self._failure is not None:
+                raise AsyncRlError(self._failure)
+            if time.time() >= deadline:
+                return
+            time.sleep(0.05)
+
+    def _drain_one_evaluation(self) -> list:
+        """Block until one evaluation's TrajInfos (up to its ``None``) arrived."""
+        infos = []
+        while True:
+            try:
+                item = self.traj_infos_queue.get(timeout=POLL_S)
+            except queue.Empty:
+                self._raise_if_failed()
+                sampler = self.processes.get("sampler")
+                if self.ctrl.quit.value and (sampler is None or not sampler.is_alive()):
+                    return infos
+                continue
+            if item is None:
+                return infos
+            infos.append(item)
+
+    # ------------------------------------------------------------------ shutdown
+    def shutdown(self) -> None:
+        """Stop callbacks, then every child (politely, then by force); free queues."""
+        self._training = False
+        try:
+            super().shutdown()
+        finally:
+            self._stop_children()
+            if self._original_cpus is not None:
+                set_cpu_affinity(self._original_cpus)
+                self._original_cpus = None
+
+    def _stop_children(self) -> None:
+        if self.ctrl is not None:
+            self.ctrl.quit.value = True
+            for semaphore in self.ctrl.sample_ready + self.ctrl.sample_copied:
+                semaphore.release()
+        deadline = time.time() + JOIN_TIMEOUT_S
+        for process in self.processes.values():
+            # Keep the queue drained: a child blocked flushing it cannot exit.
+            while process.is_alive() and time.time() < deadline:
+                drain_queue(self.traj_infos_queue)
+                process.join(0.05)
+        for process in self.processes.values():
+            if process.is_alive():
+                process.terminate()
+                process.join(1.)
+            if process.is_alive():
+                process.kill()
+                process.join()
+        if self._failure is None and not getattr(self, "_completed", False):
+            failure = self._find_failure() if self.error_queue is not None else None
+            if failure is not None:
+                logger.log(f"ERROR: {failure}")
+        for q in (self.traj_infos_queue, self.error_queue):
+            if q is not None:
+                drain_queue(q)
+                q.close()
+                q.join_thread()
+        if self._monitor is not None:
+            self._monitor.join(1.)
+        self.processes = {}
+        self.traj_infos_queue = self.error_queue = None
+        # Named semaphores (spawn, forkserver) are unlinked when collected.
+        self.ctrl = None
+        self._monitor = None
+
+    # ------------------------------------------------------------------ logging
+    def get_itr_snapshot(self, itr: int, sampler_itr: int | None = None) -> dict:
+        """Snapshot of tensors, numbers and dicts (loads with ``weights_only=True``)."""
+        sampler_itr = self._last_sampler_itr if sampler_itr is None else sampler_itr
+        return dict(
+            itr=itr,
+            sampler_itr=sampler_itr,
+            cum_steps=sampler_itr * self.sampler_batch_size,
+            cum_updates=self.algo.update_counter,
+            agent_state_dict=self.agent.state_dict(),
+            optimizer_state_dict=self.algo.optim_state_dict(),
+        )
+
+    def initialize_logging(self) -> None:
+        self._opt_infos = {k: [] for k in self.algo.opt_info_fields}
+        self._start_time = self._last_time = time.time()
+        self._cum_time = 0.
+        self._cum_completed_trajs = 0
+        self._last_update_counter = 0
+        self._last_sampler_itr = 0
+        self._log_sampler_itr = 0
+        self._last_eval_time = 0.
+        self.pbar = None
+
+    def store_diagnostics(self, itr: int, sampler_itr: int,  # type: ignore[override]
+                          traj_infos: list, opt_info: Any) -> None:
+        self._cum_completed_trajs += len(traj_infos)
+        if opt_info is not None:
+            for k, v in self._opt_infos.items():
+                new_v = getattr(opt_info, k, [])
+                v.extend(new_v if isinstance(new_v, list) else [new_v])
+        self._last_sampler_itr = sampler_itr
+
+    def log_diagnostics(self, itr: int, sampler_itr: int,  # type: ignore[override]
+                        throttle_time: float, traj_infos: list | None = None,
+                        prefix: str = "Diagnostics/") -> dict[str, Any]:
+        """Save the snapshot, write one diagnostics row and hand it to the callbacks.
+
+        Args:
+            itr: optimizer iteration (-1: the evaluation before any training).
+            sampler_itr: the sampler's iteration when the row is written.
+            throttle_time: seconds the optimizer waited for the sampler since the last row.
+            traj_infos: TrajInfos to summarize (default: the runner's window).
+
+        Returns:
+            the row, keyed like progress.csv's columns.
+        """
+        if itr >= 0:
+            self.save_itr_snapshot(itr)
+        new_time = time.time()
+        self._cum_time = new_time - self._start_time
+        elapsed = max(new_time - self._last_time, 1e-9)
+        new_updates = self.algo.update_counter - self._last_update_counter
+        new_samples = self.sampler_batch_size * (sampler_itr - self._log_sampler_itr)
+        batch_size, ws = self.algo.batch_size, self.world_size
+        cum_samples = sampler_itr * self.sampler_batch_size
+        with logger.tabular_prefix(prefix):
+            logger.record_tabular("Iteration", itr)
+            logger.record_tabular("SamplerIteration", sampler_itr)
+            logger.record_tabular("CumTime (s)", self._cum_time)
+            logger.record_tabular("CumSteps", cum_samples)
+            logger.record_tabular("CumUpdates", self.algo.update_counter)
+            logger.record_tabular("ReplayRatio", new_updates * batch_size * ws / max(1, new_samples))
+            logger.record_tabular("CumReplayRatio",
+                                  self.algo.update_counter * batch_size * ws / max(1, cum_samples))
+            logger.record_tabular("StepsPerSecond", new_samples / elapsed)
+            if self._eval:
+                eval_time = self.ctrl.eval_time.value if self.ctrl is not None else 0.
+                non_eval = max(elapsed - (eval_time - self._last_eval_time), 1e-9)
+                logger.record_tabular("NonEvalSamplesPerSecond", new_samples / non_eval)
+                self._last_eval_time = eval_time
+            logger.record_tabular("UpdatesPerSecond", new_updates / elapsed)
+            logger.record_tabular("OptThrottle", (elapsed - throttle_time) / elapsed)
+            logger.record_tabular("NonFiniteUpdates", getattr(self.algo, "non_finite_updates", 0))
+        self._log_infos(traj_infos)
+        diagnostics = logger.dump_tabular(with_prefix=False)
+        self._last_time = new_time
+        self._last_update_counter = self.algo.update_counter
+        self._log_sampler_itr = sampler_itr
+        stopped_by = self._call_callbacks("on_log", itr, diagnostics)
+        if stopped_by:
+            names = ", ".join(repr(callback) for callback in stopped_by)
+            self._stop_reason = f"{names} returned False from on_log at iteration {itr}"
+            logger.log(f"Stopping the run: {self._stop_reason}.")
+        return diagnostics
+
+
+class AsyncRl(AsyncRlBase):
+    """Logs the online performance of the training trajectories.
+
+    Args:
+        log_traj_window: completed training trajectories kept for statistics.
+        **kwargs: :class:`AsyncRlBase` arguments.
+    """
+
+    def __init__(self, *args: Any, log_traj_window: int = 100, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.log_traj_window = positive_int("log_traj_window", log_traj_window)
+
+    def initialize_logging(self) -> None:
+        self._traj_infos: deque = deque(maxlen=self.log_traj_window)
+        self._new_completed_trajs = 0
+        super().initialize_logging()
+
+    def store_diagnostics(self, itr: int, sampler_itr: int, traj_infos: list,
+                          opt_info: Any) -> None:
+        self._new_completed_trajs += len(traj_infos)
+        self._traj_infos.extend(traj_infos)
+        super().store_diagnostics(itr, sampler_itr, traj_infos, opt_info)
+
+    def log_diagnostics(self, itr: int, sampler_itr: int, throttle_time: float,
+                        traj_infos: list | None = None,
+                        prefix: str = "Diagnostics/") -> dict[str, Any]:
+        with logger.tabular_prefix(prefix):
+            logger.record_tabular("CumCompletedTrajs", self._cum_completed_trajs)
+            logger.record_tabular("NewCompletedTrajs", self._new_completed_trajs)
+            logger.record_tabular("StepsInTrajWindow",
+                                  sum(info["Length"] for info in self._traj_infos))
+        self._new_completed_trajs = 0
+        return super().log_diagnostics(itr, sampler_itr, throttle_time, list(self._traj_infos),
+                                       prefix=prefix)
+
+
+class AsyncRlEval(AsyncRlBase):
+    """Logs offline performance: the sampler process evaluates the agent every
+    ``log_interval_itrs`` sampler iterations (from iteration 0).
+
+    The first row, from the evaluation before any training, has ``Iteration`` -1
+    (as in :class:`MinibatchRlEval`, every row's ``Iteration`` is unique).
+    """
+
+    _eval = True
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        eval_n_envs = getattr(self.sampler, "eval_n_envs", 0)
+        if eval_n_envs < 1:
+            raise ValueError(
+                f"AsyncRlEval evaluates the agent at every log point, but the sampler has "
+                f"eval_n_envs={eval_n_envs}; give the sampler eval_n_envs >= 1 (with "
+                "eval_max_steps), or use AsyncRl, which logs the training episodes instead.")
+
+    def initialize_logging(self) -> None:
+        self._eval_traj_infos: list = []
+        super().initialize_logging()
+
+    def before_training(self) -> None:
+        """Log the evaluation of the untrained agent (sampler iteration 0)."""
+        while self.ctrl.sampler_itr.value < 1 and not self.ctrl.quit.value:
+            self._raise_if_failed()
+            time.sleep(THROTTLE_WAIT)
+        self._eval_traj_infos.extend(self._drain_one_evaluation())
+        self.log_diagnostics(-1, 0, 0.)
+
+    def at_log_point(self, itr: int, sampler_itr: int, throttle_time: float) -> None:
+        with self.ctrl.sampler_itr.get_lock():
+            self._eval_traj_infos.extend(self._drain_one_evaluation())
+        self.log_diagnostics(itr, sampler_itr, throttle_time)
+
+    def log_diagnostics(self, itr: int, sampler_itr: int, throttle_time: float,
+                        traj_infos: list | None = None,
+                        prefix: str = "Diagnostics/") -> dict[str, Any]:
+        eval_traj_infos = self._eval_traj_infos
+        if not eval_traj_infos:
+            logger.log("WARNING: had no complete trajectories in eval.")
+        with logger.tabular_prefix(prefix):
+            logger.record_tabular("StepsInEval", sum(info["Length"] for info in eval_traj_infos))
+            logger.record_tabular("TrajsInEval", len(eval_traj_infos))
+            logger.record_tabular("CumEvalTime",
+                                  self.ctrl.eval_time.value if self.ctrl is not None else 0.)
+        self._eval_traj_infos = []
+        return super().log_diagnostics(itr, sampler_itr, throttle_time, eval_traj_infos,
+                                       prefix=prefix)

@@ -1,0 +1,39 @@
+"""Helpers of the asynchronous-runner tests (importable by child processes)."""
+import time
+
+from rlframe.envs.gym import make as gym_make
+from rlframe.samplers.async_.serial_sampler import AsyncSerialSampler
+
+
+def slow_env(step_seconds=0., **kwargs):
+    """A gymnasium env whose every step also takes ``step_seconds``: CartPole steps in
+    microseconds, so without this the sampler would outrun any optimizer."""
+    env = gym_make(**kwargs)
+    if step_seconds > 0:
+        step = env.step
+
+        def slow_step(action):
+            time.sleep(step_seconds)
+            return step(action)
+        env.step = slow_step
+    return env
+
+
+def params_digest(model):
+    """A digest of a model's parameters."""
+    import hashlib
+    return hashlib.sha1(b"".join(p.detach().cpu().numpy().tobytes()
+                                 for p in model.parameters())).hexdigest()
+
+
+class RecordingSerialSampler(AsyncSerialSampler):
+    """Appends ``"<itr> <digest of the acting model>"`` to the file ``record_path``
+    after every batch (in the sampler process)."""
+
+    record_path = None
+
+    def obtain_samples(self, itr, db_idx):
+        infos = super().obtain_samples(itr, db_idx)
+        with open(self.record_path, "a") as f:
+            f.write(f"{itr} {params_digest(self.agent.model)}\n")
+        return infos

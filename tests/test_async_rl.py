@@ -1,0 +1,342 @@
+"""AsyncRl / AsyncRlEval: sampling in its own process while the optimizer trains (on CPU):
+learning, parameter hand-over, the throttle schedule, and shutdown in every way a run ends."""
+import math
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import psutil
+import pytest
+from async_helpers import RecordingSerialSampler, params_digest, slow_env
+
+from rlframe.agents.dqn.dqn_agent import DqnAgent
+from rlframe.algos.dqn.dqn import DQN
+from rlframe.runners.async_rl import (AsyncRl, AsyncRlEval, async_n_itr, build_ctrl,
+                                      throttle_schedule)
+from rlframe.runners.callbacks import Callback, StopAtReturn
+from rlframe.samplers.async_.cpu_sampler import AsyncCpuSampler
+from rlframe.samplers.async_.serial_sampler import AsyncSerialSampler
+from rlframe.samplers.serial.sampler import SerialSampler
+from rlframe.utils.launching.affinity import make_affinity
+from rlframe.utils.logging.context import logger_context
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(TESTS)
+# 2 cores: the optimizer on core 0, the sampler (and its worker) on core 1. Without
+# cpu_per_run=2 a 2-core run slot would leave no core for the sampler.
+AFFINITY = dict(run_slot=0, n_cpu_core=2, n_gpu=0, cpu_per_run=2, async_sample=True)
+# 1 ms per env step: the sampler then collects no faster than this optimizer can
+# train at replay_ratio 24 (CartPole alone steps in microseconds).
+STEP_SECONDS = 1e-3
+
+
+def cartpole_sampler(SamplerCls, step_seconds=STEP_SECONDS, eval_n_envs=4, **kwargs):
+    evaluation = dict(eval_env_kwargs=dict(id="CartPole-v1"), eval_n_envs=eval_n_envs,
+                      eval_max_steps=eval_n_envs * 1000, eval_max_trajectories=8) \
+        if eval_n_envs else {}
+    return SamplerCls(EnvCls=slow_env, env_kwargs=dict(id="CartPole-v1",
+                                                       step_seconds=step_seconds),
+                      batch_T=32, batch_B=8, max_decorrelation_steps=0, **evaluation, **kwargs)
+
+
+def cartpole_dqn(**kwargs):
+    settings = dict(discount=0.99, batch_size=64, min_steps_learn=1000, replay_size=int(5e4),
+                    replay_ratio=24, target_update_interval=96, n_step_return=3,
+                    learning_rate=2.3e-3, delta_clip=1., eps_steps=8000, double_dqn=True,
+                    prioritized_replay=True, pri_beta_steps=60000)
+    return DQN(**{**settings, **kwargs})
+
+
+def cartpole_agent():
+    return DqnAgent(eps_final=0.04, eps_eval=0., model_kwargs=dict(hidden_sizes=[128, 128]))
+
+
+# --------------------------------------------------------------------------- learning
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("SamplerCls", [AsyncSerialSampler, AsyncCpuSampler])
+def test_dqn_async_eval_reaches_475_on_cartpole(SamplerCls, in_tmp_cwd):
+    stop = StopAtReturn(475)
+    cpus_before = psutil.Process().cpu_affinity()
+    runner = AsyncRlEval(algo=cartpole_dqn(), agent=cartpole_agent(),
+                         sampler=cartpole_sampler(SamplerCls), n_steps=80e3,
+                         affinity=make_affinity(**AFFINITY), seed=1, log_interval_steps=4096,
+                         callbacks=[stop])
+    with logger_context("async", 1, "async", {}, snapshot_mode="last"):
+        runner.train()
+    history = [(steps, ret) for steps, ret in stop.history if not math.isnan(ret)]
+    assert history[0][0] == 0 and history[0][1] < 100, history
+    reached = [steps for steps, ret in history if ret >= 475]
+    assert reached and reached[0] <= 80e3, history
+    assert runner.algo.update_counter > 0
+    assert psutil.Process().cpu_affinity() == cpus_before  # The optimizer's pinning is undone.
+
+
+# --------------------------------------------------------------------------- parameters
+
+class PublishedDigests(Callback):
+    """Digests of the shared model after every optimizer iteration (after the send)."""
+
+    def __init__(self):
+        self.digests = []
+
+    def on_startup(self, runner):
+        self.digests.append(params_digest(runner.agent.shared_model))
+
+    def on_iteration_end(self, runner, itr, samples, opt_info):
+        self.digests.append(params_digest(runner.agent.shared_model))
+
+
+@pytest.mark.timeout(120)
+def test_cpu_optimizer_parameters_reach_the_sampler(in_tmp_cwd):
+    """The CPU optimizer trains a private copy and publishes it; the sampler acts with
+    parameters it published, and with new ones as training goes on."""
+    sampler = cartpole_sampler(RecordingSerialSampler, step_seconds=2e-4, eval_n_envs=0)
+    sampler.record_path = str(in_tmp_cwd / "sampler_digests.txt")
+    published = PublishedDigests()
+    agent = cartpole_agent()
+    runner = AsyncRl(algo=cartpole_dqn(min_steps_learn=512, replay_ratio=8), agent=agent,
+                     sampler=sampler, n_steps=16384, affinity=make_affinity(**AFFINITY), seed=0,
+                     log_interval_steps=4096, callbacks=[published])
+    with logger_context("params", 0, "params", {}, snapshot_mode="none"):
+        runner.train()
+    assert agent.model is not agent.shared_model
+    assert runner.algo.update_counter > 0
+    with open(sampler.record_path) as f:
+        seen = [line.split()[1] for line in f]
+    assert len(seen) == runner.n_itr
+    initial = published.digests[0]
+    assert seen[0] == initial
+    assert set(seen) <= set(published.digests), "the sampler acted with unpublished parameters"
+    assert len(set(seen) - {initial}) >= 3, "new parameters did not reach the sampler"
+
+
+# --------------------------------------------------------------------------- schedule
+
+def test_n_itr_and_throttle_worked_examples():
+    assert async_n_itr(2e6, 1e4, 5 * 8) == (250, 50000)
+    assert async_n_itr(1e6, 3e4, 7 * 3) == (1428, 48552)
+    assert async_n_itr(100, 1e4, 40) == (250, 250)  # At least one log interval.
+    assert async_n_itr(1e4, 10, 40) == (1, 1000)  # log_interval_itrs is at least 1.
+    # DQN batch 32, sampler 5 x 8, replay_ratio 8, updates_per_sync 1.
+    throttle_itr, delta = throttle_schedule(min_steps_learn=int(5e4), batch_size=32,
+                                            updates_per_sync=1, sampler_batch_size=40,
+                                            replay_ratio=8)
+    assert throttle_itr == 1 + 50000 // 40
+    assert delta == pytest.approx(0.1)
+    _, delta = throttle_schedule(0, batch_size=64, updates_per_sync=4, sampler_batch_size=256,
+                                 replay_ratio=24, world_size=2)
+    assert delta == pytest.approx(64 * 2 * 4 / (256 * 24))
+    with pytest.raises(ValueError, match="replay_ratio"):
+        throttle_schedule(0, 32, 1, 40, 0)
+
+
+def test_runner_uses_the_worked_schedule(in_tmp_cwd):
+    """n_itr, log interval and the throttle as the runner computes them."""
+    runner = AsyncRl(algo=cartpole_dqn(batch_size=32, min_steps_learn=200, replay_ratio=8),
+                     agent=cartpole_agent(), sampler=cartpole_sampler(AsyncSerialSampler,
+                                                                      eval_n_envs=0),
+                     n_steps=1e4, affinity=make_affinity(**AFFINITY), log_interval_steps=1000)
+    runner.sampler_batch_size = 256
+    assert runner.get_n_itr() == 10 * 3 and runner.log_interval_itrs == 3
+
+
+def test_build_ctrl_has_distinct_semaphores():
+    ctrl = build_ctrl(1)
+    assert ctrl.sample_ready[0] is not ctrl.sample_ready[1]
+    assert ctrl.sample_copied[0].acquire(block=False) and ctrl.sample_copied[1].acquire(
+        block=False)
+    assert not ctrl.sample_ready[0].acquire(block=False)
+    assert ctrl.opt_throttle is None and ctrl.sampler_itr.value == 0
+
+
+def test_bad_input_is_reported(in_tmp_cwd):
+    kwargs = dict(algo=cartpole_dqn(), agent=cartpole_agent(), n_steps=1e4)
+    sampler = cartpole_sampler(AsyncSerialSampler, eval_n_envs=0)
+    with pytest.raises(TypeError, match="asynchronous affinity"):
+        AsyncRl(sampler=sampler, affinity=dict(master_cpus=[0]), **kwargs)
+    two_opt = make_affinity(**AFFINITY)
+    two_opt["optimizer"] = two_opt["optimizer"] * 2
+    with pytest.raises(NotImplementedError, match=r"affinity\['optimizer'\] lists 2"):
+        AsyncRl(sampler=sampler, affinity=two_opt, **kwargs)
+    with pytest.raises(TypeError, match="asynchronous sampler"):
+        AsyncRl(sampler=SerialSampler(EnvCls=slow_env, env_kwargs=dict(id="CartPole-v1"),
+                                      batch_T=4, batch_B=2),
+                affinity=make_affinity(**AFFINITY), **kwargs)
+    with pytest.raises(ValueError, match="start_method"):
+        AsyncRl(sampler=sampler, affinity=make_affinity(**AFFINITY), start_method="thread",
+                **kwargs)
+    with pytest.raises(ValueError, match="eval_n_envs=0"):
+        AsyncRlEval(sampler=sampler, affinity=make_affinity(**AFFINITY), **kwargs)
+    with pytest.raises(ValueError, match="db_idx must be 0 or 1"):
+        sampler.check_db_idx(2)
+
+
+# --------------------------------------------------------------------------- shutdown
+
+SCRIPT = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {tests!r})
+    from test_async_rl import cartpole_agent, cartpole_dqn, cartpole_sampler, AFFINITY
+    from rlframe.algos.dqn.dqn import DQN
+    from rlframe.runners.async_rl import AsyncRl
+    from rlframe.samplers.async_.cpu_sampler import AsyncCpuSampler
+    from rlframe.samplers.async_.serial_sampler import AsyncSerialSampler
+    from rlframe.utils.launching.affinity import make_affinity
+    from rlframe.utils.logging.context import logger_context
+
+    mode, sampler_name, n_steps = sys.argv[1], sys.argv[2], float(sys.argv[3])
+
+
+    class FailingDQN(DQN):
+        def optimize_agent(self, itr, samples=None, sampler_itr=None):
+            if itr == 20:
+                raise ValueError("boom in the optimizer")
+            return super().optimize_agent(itr, samples, sampler_itr)
+
+
+    class FailingSampler(AsyncCpuSampler if sampler_name == "cpu" else AsyncSerialSampler):
+        def obtain_samples(self, itr, db_idx):
+            if itr == 30:
+                raise ValueError("boom in the sampler")
+            return super().obtain_samples(itr, db_idx)
+
+
+    SamplerCls = {{"cpu": AsyncCpuSampler, "serial": AsyncSerialSampler}}[sampler_name]
+    if mode == "fail_sampler":
+        SamplerCls = FailingSampler
+    algo = cartpole_dqn(min_steps_learn=500, replay_ratio=8)
+    if mode == "fail_opt":
+        algo = FailingDQN(**{{k: getattr(algo, k) for k in ()}}, discount=0.99, batch_size=64,
+                          min_steps_learn=500, replay_size=int(5e4), replay_ratio=8,
+                          target_update_interval=96, n_step_return=3)
+    runner = AsyncRl(algo=algo, agent=cartpole_agent(),
+                     sampler=cartpole_sampler(SamplerCls, eval_n_envs=0), n_steps=n_steps,
+                     affinity=make_affinity(**AFFINITY), seed=0, log_interval_steps=2048)
+    with logger_context("shutdown", 0, "shutdown", {{}}, snapshot_mode="last"):
+        runner.train()
+    print("RUN ENDED NORMALLY", flush=True)
+""")
+
+
+@pytest.fixture
+def script(tmp_path):
+    path = tmp_path / "async_script.py"
+    path.write_text(SCRIPT.format(tests=TESTS))
+    return path
+
+
+def start_script(script, *args, cwd):
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.Popen([sys.executable, str(script), *args], cwd=cwd, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def wait_for_line(process, text, timeout=60.):
+    lines = []
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if text in line:
+            return lines
+    raise AssertionError(f"no line with {text!r} in:\n{''.join(lines[-30:])}")
+
+
+def shm_entries():
+    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+
+
+def _running(process):
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def assert_all_gone(process, tree, shm_before, timeout=10.):
+    """The script and every process it started end within ``timeout`` seconds; no
+    new /dev/shm entries are left."""
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    _, alive = psutil.wait_procs(tree, timeout=1.)
+    alive = [p for p in alive if _running(p)]  # A zombie has ended (its reaper may be slow).
+    for p in alive:
+        p.kill()
+    assert not alive, [p.pid for p in alive]
+    deadline = time.time() + 5.  # The script's resource tracker unlinks asynchronously.
+    while (new := shm_entries() - shm_before) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not new, (new, output[-3000:])
+    return output
+
+
+def running_tree(process):
+    """The script's process and its descendants once the children are running."""
+    lines = wait_for_line(process, "Started the sampler and memory copier processes")
+    root = psutil.Process(process.pid)
+    time.sleep(1.)  # An AsyncCpuSampler's worker starts after its sampler process.
+    return lines, [root] + root.children(recursive=True)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("sampler_name", ["serial", "cpu"])
+def test_normal_end_releases_everything(script, in_tmp_cwd, sampler_name):
+    shm_before = shm_entries()
+    process = start_script(script, "normal", sampler_name, "4096", cwd=in_tmp_cwd)
+    _, tree = running_tree(process)
+    assert len(tree) >= (5 if sampler_name == "cpu" else 4)
+    output = assert_all_gone(process, tree, shm_before, timeout=60.)
+    assert process.returncode == 0, output[-3000:]
+    assert "RUN ENDED NORMALLY" in output
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_and_sigterm_stop_every_process(script, in_tmp_cwd, signum):
+    """SIGINT to the process group (Ctrl-C in a terminal) or SIGTERM to the master."""
+    shm_before = shm_entries()
+    process = start_script(script, "normal", "cpu", "1e7", cwd=in_tmp_cwd)
+    _, tree = running_tree(process)
+    if signum == signal.SIGINT:
+        os.killpg(process.pid, signum)
+    else:
+        process.send_signal(signum)
+    output = assert_all_gone(process, tree, shm_before)
+    assert process.returncode != 0 and "RUN ENDED NORMALLY" not in output
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("mode, name, message", [
+    ("fail_opt", "", "boom in the optimizer"),
+    ("fail_sampler", "the sampler process failed", "boom in the sampler")])
+def test_an_exception_stops_every_process(script, in_tmp_cwd, mode, name, message):
+    shm_before = shm_entries()
+    process = start_script(script, mode, "cpu", "1e7", cwd=in_tmp_cwd)
+    _, tree = running_tree(process)
+    output = assert_all_gone(process, tree, shm_before, timeout=60.)
+    assert process.returncode != 0
+    assert message in output and "ValueError" in output, output[-3000:]
+    assert name in output
+
+
+@pytest.mark.timeout(120)
+def test_killed_copier_is_named(script, in_tmp_cwd):
+    shm_before = shm_entries()
+    process = start_script(script, "normal", "serial", "1e7", cwd=in_tmp_cwd)
+    lines, tree = running_tree(process)
+    pids = [int(pid) for pid in lines[-1].split("pids [")[1].split("]")[0].split(",")]
+    psutil.Process(pids[1]).send_signal(signal.SIGKILL)  # [sampler, copier 0, copier 1]
+    output = assert_all_gone(process, tree, shm_before, timeout=30.)
+    assert process.returncode != 0
+    assert "AsyncRlError" in output and "memory copier" in output and "signal 9" in output, \
+        output[-3000:]
