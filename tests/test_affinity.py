@@ -224,7 +224,25 @@ def test_async_cpu_only_second_slot_with_hyperthreads_and_reserve():
 
 def test_async_cpu_only_needs_cores_beyond_the_optimizer():
     with pytest.raises(ValueError, match="cpu_per_run.*1"):
-        make_affinity(n_cpu_core=4, n_gpu=0, async_sample=True, **NO_HT)
+        make_affinity(n_cpu_core=4, n_gpu=0, cpu_per_run=1, async_sample=True, **NO_HT)
+    with pytest.raises(ValueError, match="cpu_per_run=1"):
+        make_affinity(n_cpu_core=1, n_gpu=0, async_sample=True, **NO_HT)
+
+
+def test_async_cpu_only_default_is_one_run_over_every_core():
+    """make_affinity(run_slot=0, n_cpu_core=2, n_gpu=0, async_sample=True): optimizer on
+    core 0, sampler on core 1 (cpu_per_run defaults to all cores when async)."""
+    result = make_affinity(run_slot=0, n_cpu_core=2, n_gpu=0, async_sample=True, **NO_HT)
+    assert_same(result, dict(
+        all_cpus=(0, 1),
+        optimizer=[dict(cpus=(0,), cuda_idx=None, torch_threads=1, set_affinity=True)],
+        sampler=sync((1,), ((1,),), cuda_idx=None),
+        set_affinity=True))
+    assert encode_affinity(n_cpu_core=2, n_gpu=0, async_sample=True, **NO_HT) == \
+        encode_affinity(n_cpu_core=2, n_gpu=0, cpu_per_run=2, async_sample=True, **NO_HT)
+    # Synchronous CPU runs keep one core per run.
+    assert encode_affinity(n_cpu_core=2, n_gpu=0, **NO_HT) == \
+        encode_affinity(n_cpu_core=2, n_gpu=0, cpu_per_run=1, **NO_HT)
 
 
 # --- This machine ----------------------------------------------------------------------------

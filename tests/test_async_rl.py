@@ -25,12 +25,12 @@ from rlframe.utils.logging.context import logger_context
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(TESTS)
-# 2 cores: the optimizer on core 0, the sampler (and its worker) on core 1. Without
-# cpu_per_run=2 a 2-core run slot would leave no core for the sampler.
-AFFINITY = dict(run_slot=0, n_cpu_core=2, n_gpu=0, cpu_per_run=2, async_sample=True)
-# 1 ms per env step: the sampler then collects no faster than this optimizer can
-# train at replay_ratio 24 (CartPole alone steps in microseconds).
-STEP_SECONDS = 1e-3
+# 2 cores: the optimizer on core 0, the sampler (and its worker) on core 1.
+AFFINITY = dict(run_slot=0, n_cpu_core=2, n_gpu=0, async_sample=True)
+# CartPole steps in microseconds: the sampler would outrun this optimizer by far, so
+# the learning runs keep it within 2048 steps of where replay_ratio puts the optimizer.
+LEAD_STEPS = 2048
+STEP_SECONDS = 0.
 
 
 def cartpole_sampler(SamplerCls, step_seconds=STEP_SECONDS, eval_n_envs=4, **kwargs):
@@ -61,10 +61,11 @@ def cartpole_agent():
 def test_dqn_async_eval_reaches_475_on_cartpole(SamplerCls, in_tmp_cwd):
     stop = StopAtReturn(475)
     cpus_before = psutil.Process().cpu_affinity()
+    rows = Rows()
     runner = AsyncRlEval(algo=cartpole_dqn(), agent=cartpole_agent(),
                          sampler=cartpole_sampler(SamplerCls), n_steps=80e3,
                          affinity=make_affinity(**AFFINITY), seed=1, log_interval_steps=4096,
-                         callbacks=[stop])
+                         callbacks=[stop, rows], sampler_lead_steps=LEAD_STEPS)
     with logger_context("async", 1, "async", {}, snapshot_mode="last"):
         runner.train()
     history = [(steps, ret) for steps, ret in stop.history if not math.isnan(ret)]
@@ -73,6 +74,34 @@ def test_dqn_async_eval_reaches_475_on_cartpole(SamplerCls, in_tmp_cwd):
     assert reached and reached[0] <= 80e3, history
     assert runner.algo.update_counter > 0
     assert psutil.Process().cpu_affinity() == cpus_before  # The optimizer's pinning is undone.
+    assert_replay_ratio_bounds(rows.rows, runner.algo, lead_steps=LEAD_STEPS)
+
+
+class Rows(Callback):
+    """Every diagnostics row."""
+
+    def __init__(self):
+        self.rows = []
+
+    def on_log(self, runner, itr, diagnostics):
+        self.rows.append({key.removeprefix("Diagnostics/"): value
+                          for key, value in diagnostics.items()})
+
+
+def assert_replay_ratio_bounds(rows, algo, lead_steps=None):
+    """replay_ratio bounds the transitions trained on per transition sampled from above
+    (one optimize_agent call per delta_throttle_itr); with a sampler lead, from below up
+    to the lead and min_steps_learn."""
+    assert rows
+    for row in rows:
+        steps, updates = row["CumSteps"], row["CumUpdates"]
+        trained = updates * algo.batch_size
+        # The optimizer may be one call past its mark (the call that passed it).
+        assert trained <= algo.replay_ratio * steps + algo.batch_size * algo.updates_per_sync, row
+        if lead_steps is not None and row["Iteration"] >= 0:
+            # Row of one sampler iteration late at most (read before the optimizer's call).
+            floor = algo.replay_ratio * (steps - lead_steps - algo.min_steps_learn - 2 * 256)
+            assert trained >= floor, row
 
 
 # --------------------------------------------------------------------------- parameters
@@ -112,6 +141,28 @@ def test_cpu_optimizer_parameters_reach_the_sampler(in_tmp_cwd):
     assert seen[0] == initial
     assert set(seen) <= set(published.digests), "the sampler acted with unpublished parameters"
     assert len(set(seen) - {initial}) >= 3, "new parameters did not reach the sampler"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("lead_steps", [None, 512])
+def test_replay_ratio_is_an_upper_bound_and_the_lead_a_lower_one(in_tmp_cwd, lead_steps):
+    """Free-running, CartPole's sampler outruns the optimizer (replay ratio far below
+    replay_ratio); with sampler_lead_steps the ratio stays within the lead of it."""
+    rows = Rows()
+    algo = cartpole_dqn(min_steps_learn=512, replay_ratio=16)
+    runner = AsyncRl(algo=algo, agent=cartpole_agent(),
+                     sampler=cartpole_sampler(AsyncSerialSampler, eval_n_envs=0),
+                     n_steps=16384, affinity=make_affinity(**AFFINITY), seed=0,
+                     log_interval_steps=2048, callbacks=[rows], sampler_lead_steps=lead_steps)
+    with logger_context("ratio", 0, "ratio", {}, snapshot_mode="none"):
+        runner.train()
+    assert_replay_ratio_bounds(rows.rows, algo, lead_steps)
+    last = rows.rows[-1]
+    if lead_steps is None:
+        assert last["CumReplayRatio"] < 0.5 * algo.replay_ratio, last
+    else:
+        assert last["CumReplayRatio"] > 0.8 * algo.replay_ratio, last
+        assert last["SamplerThrottle"] < 1.
 
 
 # --------------------------------------------------------------------------- schedule

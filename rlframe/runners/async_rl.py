@@ -9,10 +9,14 @@ Processes:
 * two memory copiers, one per half of the double buffer, appending a finished
   batch to the shared replay buffer and handing the half back to the sampler.
 
-The sampler runs free. The optimizer makes one ``optimize_agent`` call
-(``updates_per_sync`` updates) per ``delta_throttle_itr`` sampler iterations,
-so ``replay_ratio`` is an upper bound on the transitions trained on per
-transition collected; after every call it publishes the parameters
+The optimizer makes one ``optimize_agent`` call (``updates_per_sync`` updates)
+per ``delta_throttle_itr`` sampler iterations, so ``replay_ratio`` is an upper
+bound on the transitions trained on per transition collected. The sampler runs
+free (as in rlpyt) unless the runner has ``sampler_lead_steps``: then it waits
+while it is more than that many env steps ahead of where ``replay_ratio`` puts
+the optimizer, which makes ``replay_ratio`` a lower bound too (up to the
+lead), e.g. for envs that step faster than the optimizer trains. After every
+call the optimizer publishes the parameters
 (``agent.send_shared_memory``), which the sampler takes before its next batch
 or evaluation. A child that raises sends its traceback to the master, which
 stops the run with an :class:`AsyncRlError` naming the process; a child that is
@@ -51,6 +55,7 @@ if TYPE_CHECKING:
     from rlframe.samplers.collections import Samples
 
 THROTTLE_WAIT = 0.05  # Seconds the optimizer sleeps while it is ahead of the sampler.
+SAMPLER_WAIT = 0.001  # Seconds the sampler sleeps while it is too far ahead of the optimizer.
 POLL_S = 0.2  # How often a blocked process checks on the others.
 JOIN_TIMEOUT_S = 5.  # Children ending by themselves at shutdown, before SIGTERM.
 FAILURE_GRACE_S = 3.  # A child failed: time for the master to notice before it is interrupted.
@@ -110,8 +115,11 @@ def build_ctrl(world_size: int = 1, ctx: BaseContext | None = None) -> AttrDict:
 
     Returns:
         ``AttrDict(quit, quit_opt, sample_ready, sample_copied, sampler_itr,
-        opt_throttle, eval_time)``; ``sample_ready[i]`` / ``sample_copied[i]`` are
-        the semaphores of half ``i`` of the double buffer.
+        opt_throttle, eval_time, sample_limit_itr, sampler_wait_time)``;
+        ``sample_ready[i]`` / ``sample_copied[i]`` are the semaphores of half ``i``
+        of the double buffer; the sampler starts batch ``itr`` only once
+        ``itr <= sample_limit_itr`` (inf: it runs free), and adds the seconds it
+        waited for that to ``sampler_wait_time``.
     """
     ctx = mp.get_context() if ctx is None else ctx
     return AttrDict(
@@ -122,6 +130,8 @@ def build_ctrl(world_size: int = 1, ctx: BaseContext | None = None) -> AttrDict:
         sampler_itr=ctx.Value("l", 0, lock=True),
         opt_throttle=ctx.Barrier(world_size) if world_size > 1 else None,
         eval_time=ctx.Value("d", 0., lock=True),
+        sample_limit_itr=ctx.RawValue("d", math.inf),
+        sampler_wait_time=ctx.RawValue("d", 0.),
     )
 
 
@@ -143,6 +153,24 @@ def _wait(semaphore: Any, quit_flag: Any, parent_pid: int | None) -> bool:
     return True
 
 
+def _wait_for_optimizer(itr: int, ctrl: AttrDict, parent_pid: int | None) -> bool:
+    """Sleep while batch ``itr`` is beyond ``ctrl.sample_limit_itr``; False once
+    ``ctrl.quit`` is set or the master is gone."""
+    if itr <= ctrl.sample_limit_itr.value:
+        return True
+    start = time.perf_counter()
+    checked = start
+    while itr > ctrl.sample_limit_itr.value:
+        time.sleep(SAMPLER_WAIT)
+        now = time.perf_counter()
+        if now - checked > POLL_S:
+            checked = now
+            if ctrl.quit.value or (parent_pid is not None and os.getppid() != parent_pid):
+                return False
+    ctrl.sampler_wait_time.value += time.perf_counter() - start
+    return True
+
+
 def _report_error(error_queue: Any, name: str) -> None:
     if error_queue is not None:
         error_queue.put((name, traceback.format_exc()))
@@ -160,6 +188,8 @@ def _sampler_loop(sampler: Any, affinity: dict, ctrl: AttrDict, traj_infos_queue
         db_idx = 0
         n_loop = n_itr if eval_itrs is None else n_itr + 1  # Eval: the final evaluation too.
         for itr in range(n_loop):
+            if not _wait_for_optimizer(itr, ctrl, parent_pid):
+                break
             if not _wait(ctrl.sample_copied[db_idx], ctrl.quit, parent_pid):
                 break
             traj_infos = sampler.obtain_samples(itr, db_idx)
@@ -286,12 +316,19 @@ class AsyncRlBase(MinibatchRlBase):
         start_method: how the children start (``"fork"``, ``"forkserver"``,
             ``"spawn"``; None: the multiprocessing default). Under spawn and
             forkserver the sampler and the algorithm must pickle.
+        sampler_lead_steps: env steps the sampler may run ahead of the point
+            where ``replay_ratio`` puts the optimizer (rounded up to whole
+            sampler batches, at least one); the sampler waits beyond it. None
+            (default, as rlpyt): the sampler runs free, and on envs that step
+            faster than the optimizer trains, far fewer updates are made than
+            ``replay_ratio`` allows.
     """
 
     def __init__(self, algo: Any, agent: Any, sampler: Any, n_steps: int | float,
                  affinity: dict, seed: int | None = None,
                  log_interval_steps: int | float = 1e5,
-                 callbacks: Sequence[Callback] | None = None, start_method: str | None = None):
+                 callbacks: Sequence[Callback] | None = None, start_method: str | None = None,
+                 sampler_lead_steps: int | float | None = None):
         name = type(self).__name__
         if not isinstance(affinity, dict) or "optimizer" not in affinity:
             raise TypeError(f"{name}: affinity must be an asynchronous affinity dict with "
@@ -327,6 +364,12 @@ class AsyncRlBase(MinibatchRlBase):
             raise ValueError(f"start_method must be one of {allowed} or None, got "
                              f"{start_method!r}.")
         self.start_method = start_method
+        if sampler_lead_steps is not None and not (
+                isinstance(sampler_lead_steps, (int, float)) and sampler_lead_steps > 0
+                and math.isfinite(sampler_lead_steps)):
+            raise ValueError(f"sampler_lead_steps must be a positive number of env steps or "
+                             f"None (the sampler runs free), got {sampler_lead_steps!r}.")
+        self.sampler_lead_steps = sampler_lead_steps
         super().__init__(algo=algo, agent=agent, sampler=sampler, n_steps=n_steps, seed=seed,
                          affinity=affinity, log_interval_steps=log_interval_steps,
                          callbacks=callbacks)
@@ -363,6 +406,7 @@ class AsyncRlBase(MinibatchRlBase):
                     if ctrl.quit.value:
                         break
                     throttle_itr += delta_throttle_itr
+                    self._set_sample_limit(throttle_itr)
                     opt_info = self.algo.optimize_agent(itr, sampler_itr=ctrl.sampler_itr.value)
                     self.agent.send_shared_memory()
                     sampler_itr = ctrl.sampler_itr.value
@@ -437,6 +481,12 @@ class AsyncRlBase(MinibatchRlBase):
             agent=self.agent, sampler_n_itr=n_itr, batch_spec=self.sampler.batch_spec,
             mid_batch_reset=self.sampler.mid_batch_reset, examples=examples,
             world_size=self.world_size)
+        self.throttle_itr, self.delta_throttle_itr = throttle_schedule(
+            getattr(self.algo, "min_steps_learn", 0), self.algo.batch_size,
+            self.algo.updates_per_sync, self.sampler_batch_size, self.algo.replay_ratio,
+            self.world_size)
+        self.sampler_lead_itrs = None if self.sampler_lead_steps is None else max(
+            1, math.ceil(self.sampler_lead_steps / self.sampler_batch_size))
         self.launch_workers(n_itr)
         throttle = self.optim_startup()
         self._callbacks_started = True
@@ -456,6 +506,7 @@ class AsyncRlBase(MinibatchRlBase):
         self.traj_infos_queue = ctx.Queue()
         self.error_queue = ctx.Queue()
         self.ctrl = ctrl = build_ctrl(self.world_size, ctx)
+        self._set_sample_limit(self.throttle_itr)
         common = dict(error_queue=self.error_queue, parent_pid=os.getpid())
         sampler_kwargs = dict(sampler=self.sampler, affinity=self.affinity["sampler"], ctrl=ctrl,
                               traj_infos_queue=self.traj_infos_queue, n_itr=n_itr, **common)
@@ -503,9 +554,12 @@ class AsyncRlBase(MinibatchRlBase):
         self.algo.optim_initialize(rank=0)
         self.min_itr_learn = getattr(self.algo, "min_itr_learn", 0)
         self.initialize_logging()
-        return throttle_schedule(getattr(self.algo, "min_steps_learn", 0), self.algo.batch_size,
-                                 self.algo.updates_per_sync, self.sampler_batch_size,
-                                 self.algo.replay_ratio, self.world_size)
+        return self.throttle_itr, self.delta_throttle_itr
+
+    def _set_sample_limit(self, throttle_itr: float) -> None:
+        """Let the sampler run up to ``sampler_lead_itrs`` past the optimizer's next mark."""
+        if self.sampler_lead_itrs is not None:
+            self.ctrl.sample_limit_itr.value = throttle_itr + self.sampler_lead_itrs
 
     # ------------------------------------------------------------------ failures
     def _find_failure(self) -> str | None:
@@ -639,6 +693,7 @@ class AsyncRlBase(MinibatchRlBase):
         self._last_sampler_itr = 0
         self._log_sampler_itr = 0
         self._last_eval_time = 0.
+        self._last_sampler_wait = 0.
         self.pbar = None
 
     def store_diagnostics(self, itr: int, sampler_itr: int,  # type: ignore[override]
@@ -690,6 +745,11 @@ class AsyncRlBase(MinibatchRlBase):
                 self._last_eval_time = eval_time
             logger.record_tabular("UpdatesPerSecond", new_updates / elapsed)
             logger.record_tabular("OptThrottle", (elapsed - throttle_time) / elapsed)
+            sampler_wait = self.ctrl.sampler_wait_time.value if self.ctrl is not None else 0.
+            logger.record_tabular("SamplerThrottle",
+                                  max(elapsed - (sampler_wait - self._last_sampler_wait), 0.)
+                                  / elapsed)
+            self._last_sampler_wait = sampler_wait
             logger.record_tabular("NonFiniteUpdates", getattr(self.algo, "non_finite_updates", 0))
         self._log_infos(traj_infos)
         diagnostics = logger.dump_tabular(with_prefix=False)

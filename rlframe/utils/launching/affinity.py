@@ -93,7 +93,8 @@ Affinity = Union[AttrDict, list]  # A dict, or a list of dicts for multi-GPU run
 # --- Affinity codes ----------------------------------------------------------------------------
 
 def encode_affinity(n_cpu_core: int = 1, n_gpu: int = 0, contexts_per_gpu: int = 1,
-                    gpu_per_run: int = 1, cpu_per_run: int = 1, cpu_per_worker: int = 1,
+                    gpu_per_run: int = 1, cpu_per_run: int | None = None,
+                    cpu_per_worker: int = 1,
                     cpu_reserved: int = 0, hyperthread_offset: int | None = None,
                     n_socket: int | None = None, run_slot: int | None = None,
                     async_sample: bool = False, sample_gpu_per_run: int = 0,
@@ -106,7 +107,9 @@ def encode_affinity(n_cpu_core: int = 1, n_gpu: int = 0, contexts_per_gpu: int =
         n_gpu: GPUs to use (0: CPU-only runs of ``cpu_per_run`` cores each).
         contexts_per_gpu: runs sharing each GPU.
         gpu_per_run: GPUs per run (multi-GPU optimization, or async optimizer GPUs).
-        cpu_per_run: cores per run when ``n_gpu == 0``.
+        cpu_per_run: cores per run when ``n_gpu == 0`` (default 1; with
+            ``async_sample`` all ``n_cpu_core``: one asynchronous run, its
+            optimizer on the first core and its sampler on the others).
         cpu_per_worker: cores per sampler worker.
         cpu_reserved: cores per run kept for the master (async: per optimizer GPU).
         hyperthread_offset: id distance from a core to its hyperthread, 0 for
@@ -130,6 +133,8 @@ def encode_affinity(n_cpu_core: int = 1, n_gpu: int = 0, contexts_per_gpu: int =
     n_gpu = as_int("n_gpu", n_gpu, minimum=0)
     contexts_per_gpu = as_int("contexts_per_gpu", contexts_per_gpu, minimum=1)
     gpu_per_run = as_int("gpu_per_run", gpu_per_run, minimum=1)
+    if cpu_per_run is None:
+        cpu_per_run = n_cpu_core if async_sample and n_gpu == 0 else 1
     cpu_per_run = as_int("cpu_per_run", cpu_per_run, minimum=1)
     cpu_per_worker = as_int("cpu_per_worker", cpu_per_worker, minimum=1)
     cpu_reserved = as_int("cpu_reserved", cpu_reserved, minimum=0)
