@@ -1,22 +1,32 @@
 """Helpers of the asynchronous-runner tests (importable by child processes)."""
 import time
 
+import gymnasium
+
+from rlframe.envs.gym import GymEnvWrapper
 from rlframe.envs.gym import make as gym_make
 from rlframe.samplers.async_.serial_sampler import AsyncSerialSampler
 
 
+class SlowStep(gymnasium.Wrapper):
+    """Each step also sleeps ``step_seconds`` (in the gymnasium env itself, so every
+    stepping path of the wrapper pays it)."""
+
+    def __init__(self, env, step_seconds):
+        super().__init__(env)
+        self.step_seconds = step_seconds
+
+    def step(self, action):
+        time.sleep(self.step_seconds)
+        return self.env.step(action)
+
+
 def slow_env(step_seconds=0., **kwargs):
     """A gymnasium env whose every step also takes ``step_seconds``: CartPole steps in
-    microseconds, so without this the sampler would outrun any optimizer."""
-    env = gym_make(**kwargs)
-    if step_seconds > 0:
-        step = env.step
-
-        def slow_step(action):
-            time.sleep(step_seconds)
-            return step(action)
-        env.step = slow_step
-    return env
+    microseconds, so without this a sampler outruns any optimizer."""
+    if step_seconds <= 0:
+        return gym_make(**kwargs)
+    return GymEnvWrapper(SlowStep(gymnasium.make(**kwargs), step_seconds))
 
 
 def params_digest(model):

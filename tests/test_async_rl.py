@@ -265,7 +265,8 @@ SCRIPT = textwrap.dedent("""
                           min_steps_learn=500, replay_size=int(5e4), replay_ratio=8,
                           target_update_interval=96, n_step_return=3)
     runner = AsyncRl(algo=algo, agent=cartpole_agent(),
-                     sampler=cartpole_sampler(SamplerCls, eval_n_envs=0), n_steps=n_steps,
+                     sampler=cartpole_sampler(SamplerCls, eval_n_envs=0, step_seconds=1e-3),
+                     n_steps=n_steps,
                      affinity=make_affinity(**AFFINITY), seed=0, log_interval_steps=2048)
     with logger_context("shutdown", 0, "shutdown", {{}}, snapshot_mode="last"):
         runner.train()
