@@ -13,10 +13,13 @@ import pytest
 from async_helpers import RecordingSerialSampler, params_digest, slow_env
 
 from rlframe.agents.dqn.dqn_agent import DqnAgent
+from rlframe.agents.pg.categorical import CategoricalPgAgent
 from rlframe.algos.dqn.dqn import DQN
+from rlframe.algos.pg.ppo import PPO
 from rlframe.runners.async_rl import (AsyncRl, AsyncRlEval, async_n_itr, build_ctrl,
                                       throttle_schedule)
 from rlframe.runners.callbacks import Callback, StopAtReturn
+from rlframe.runners.minibatch_rl import MinibatchRl
 from rlframe.samplers.async_.cpu_sampler import AsyncCpuSampler
 from rlframe.samplers.async_.serial_sampler import AsyncSerialSampler
 from rlframe.samplers.serial.sampler import SerialSampler
@@ -224,6 +227,18 @@ def test_bad_input_is_reported(in_tmp_cwd):
         AsyncRlEval(sampler=sampler, affinity=make_affinity(**AFFINITY), **kwargs)
     with pytest.raises(ValueError, match="db_idx must be 0 or 1"):
         sampler.check_db_idx(2)
+    with pytest.raises(TypeError, match="AsyncSerialSampler is asynchronous.*AsyncRl"):
+        MinibatchRl(sampler=sampler, **kwargs)
+    with pytest.raises(TypeError, match="PPO lacks.*MinibatchRl or SyncRl"):
+        AsyncRl(algo=PPO(), agent=CategoricalPgAgent(), n_steps=1e4, sampler=sampler,
+                affinity=make_affinity(**AFFINITY))
+    with pytest.raises(ValueError, match=r"affinity\['sampler'\] must be a dict"):
+        AsyncRl(sampler=sampler, affinity=dict(optimizer=[dict(cpus=(0,))]), **kwargs)
+    with pytest.raises(ValueError, match="sampler_lead_steps must be a positive.*got 0"):
+        AsyncRl(sampler=sampler, affinity=make_affinity(**AFFINITY), sampler_lead_steps=0,
+                **kwargs)
+    with pytest.raises(ValueError, match="at least 2 cores"):
+        make_affinity(run_slot=0, n_cpu_core=1, n_gpu=0, async_sample=True)
 
 
 # --------------------------------------------------------------------------- shutdown

@@ -324,6 +324,8 @@ class AsyncRlBase(MinibatchRlBase):
             ``replay_ratio`` allows.
     """
 
+    _async = True
+
     def __init__(self, algo: Any, agent: Any, sampler: Any, n_steps: int | float,
                  affinity: dict, seed: int | None = None,
                  log_interval_steps: int | float = 1e5,
@@ -348,8 +350,11 @@ class AsyncRlBase(MinibatchRlBase):
                           "affinity['optimizer'][0]['cuda_idx']")
         missing = [a for a in ALGO_ASYNC_ATTRIBUTES if not hasattr(algo, a)]
         if missing:
-            raise TypeError(f"{name} needs an algorithm for asynchronous training; "
-                            f"{type(algo).__name__} lacks {missing}.")
+            raise TypeError(
+                f"{name} trains off-policy algorithms from a replay buffer the sampler fills "
+                f"(DQN, CategoricalDQN, R2D1, DDPG, TD3, SAC); algo={type(algo).__name__} "
+                f"lacks {missing}. On-policy algorithms (A2C, PPO) train on each fresh batch: "
+                "run them with MinibatchRl or SyncRl.")
         for method in ("async_initialize", "initialize", "obtain_samples", "evaluate_agent",
                        "shutdown"):
             if not callable(getattr(sampler, method, None)):

@@ -13,6 +13,7 @@ import torch
 
 from rlframe.runners.base import BaseRunner
 from rlframe.runners.callbacks import Callback, check_callbacks
+from rlframe.samplers.async_.base import AsyncSamplerMixin
 from rlframe.utils.checks import as_int, positive_int
 from rlframe.utils.launching.pinning import (check_affinity, check_cuda_device, set_cpu_affinity,
                                              set_torch_threads)
@@ -46,11 +47,18 @@ class MinibatchRlBase(BaseRunner):
     """
 
     _eval = False
+    _async = False  # True in the asynchronous runners, which take asynchronous samplers.
 
     def __init__(self, algo: Any, agent: Any, sampler: Any, n_steps: int | float,
                  seed: int | None = None, affinity: dict | None = None,
                  log_interval_steps: int | float = 1e5,
                  callbacks: Sequence[Callback] | None = None):
+        if not self._async and isinstance(sampler, AsyncSamplerMixin):
+            raise TypeError(
+                f"{type(self).__name__} drives synchronous samplers, but sampler="
+                f"{type(sampler).__name__} is asynchronous (it samples in its own process "
+                "beside the optimizer): use AsyncRl or AsyncRlEval with it, or a synchronous "
+                "sampler (SerialSampler, CpuSampler, GpuSampler) here.")
         self.algo = algo
         self.agent = agent
         self.sampler = sampler

@@ -664,6 +664,10 @@ def build_async_cpu_affinity(run_slot: int, cpu: int, cpr: int, cpw: int = 1,
     opt_cores = cores[:res]
     smp_cores = cores[res:]
     smp_cores = smp_cores[:(len(smp_cores) // cpw) * cpw]
+    if cpu < res + cpw:
+        raise ValueError(f"async sampling on CPU needs at least {res + cpw} cores "
+                         f"({_arg(CPU_RESERVED)}={res} for the optimizer, {_arg(CPU_PER_WORKER)}="
+                         f"{cpw} for a sampler worker), got {_arg(N_CPU_CORE)}={cpu}.")
     if not smp_cores:
         raise ValueError(f"async sampling on CPU needs {_arg(CPU_PER_RUN)}={cpr} larger than "
                          f"{_arg(CPU_RESERVED)}={res} (optimizer cores) by at least "
