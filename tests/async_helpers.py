@@ -5,6 +5,7 @@ import gymnasium
 
 from rlframe.envs.gym import GymEnvWrapper
 from rlframe.envs.gym import make as gym_make
+from rlframe.samplers.async_.gpu_sampler import AsyncGpuSampler
 from rlframe.samplers.async_.serial_sampler import AsyncSerialSampler
 
 
@@ -47,3 +48,28 @@ class RecordingSerialSampler(AsyncSerialSampler):
         with open(self.record_path, "a") as f:
             f.write(f"{itr} {params_digest(self.agent.model)}\n")
         return infos
+
+
+class RecordingGpuSampler(AsyncGpuSampler):
+    """Appends ``"<first env> <itr> <digest of the acting model>"`` to the file
+    ``record_path`` after every batch, in each process that serves actions."""
+
+    record_path = None
+
+    def obtain_samples(self, itr, db_idx):
+        infos = super().obtain_samples(itr, db_idx)
+        if self.server_group is None:  # This process acts (not the one driving servers).
+            with open(self.record_path, "a") as f:
+                f.write(f"{self.env_offset} {itr} {params_digest(self.agent.model)}\n")
+        return infos
+
+
+class FailingGpuSampler(AsyncGpuSampler):
+    """Raises in the sampler process at iteration ``fail_itr``."""
+
+    fail_itr = 5
+
+    def obtain_samples(self, itr, db_idx):
+        if itr == self.fail_itr:
+            raise ValueError("boom in obtain_samples")
+        return super().obtain_samples(itr, db_idx)

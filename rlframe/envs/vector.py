@@ -123,10 +123,12 @@ class EnvList(VecEnv):
         self._reward = np.zeros(self.num_envs, dtype=np.float32)
         self._done = np.zeros(self.num_envs, dtype=bool)
         self._scalar_action = False
-        # Envs that step as plain GymEnvWrappers write their rows directly (step_rows).
+        # Envs that step as plain GymEnvWrappers write their rows directly (step_rows);
+        # not those whose step is replaced on the instance (e.g. wrapped to add a delay).
         from rlframe.envs.gym import GymEnvWrapper
         self._step_rows = (GymEnvWrapper.step_rows if all(
-            type(env).step is GymEnvWrapper.step for env in self.envs) else None)
+            type(env).step is GymEnvWrapper.step and "step" not in getattr(env, "__dict__", {})
+            for env in self.envs) else None)
 
     def reset(self, idx: np.ndarray | None = None) -> Any:
         envs = self.envs if idx is None else [self.envs[i] for i in idx]

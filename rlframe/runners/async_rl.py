@@ -146,9 +146,9 @@ def _start_child() -> None:
 
 def _wait(semaphore: Any, quit_flag: Any, parent_pid: int | None) -> bool:
     """Acquire ``semaphore``; False (not acquired) once ``quit_flag`` is set or the
-    master is gone."""
+    master is gone (asked by pid: under forkserver a child's parent is the fork server)."""
     while not semaphore.acquire(timeout=POLL_S):
-        if quit_flag.value or (parent_pid is not None and os.getppid() != parent_pid):
+        if quit_flag.value or (parent_pid is not None and not psutil.pid_exists(parent_pid)):
             return False
     return True
 
@@ -304,11 +304,13 @@ class AsyncRlBase(MinibatchRlBase):
             ``replay_ratio``, ``batch_size`` and ``min_steps_learn``.
         agent: the agent.
         sampler: an asynchronous sampler (:class:`AsyncSerialSampler`,
-            :class:`AsyncCpuSampler`).
+            :class:`AsyncCpuSampler`, :class:`AsyncGpuSampler`,
+            :class:`AsyncAlternatingSampler`).
         n_steps: env steps to sample (rounded up to whole log intervals).
         affinity: the asynchronous layout, e.g. ``make_affinity(n_cpu_core=2,
             n_gpu=0, cpu_per_run=2, async_sample=True)``: ``optimizer`` (a list with
-            one dict) and ``sampler`` (a dict).
+            one dict) and ``sampler`` (a dict; for the GPU-style samplers also a list
+            of dicts, one action-server process each).
         seed: random seed (None: a fresh one); the sampler process uses it too.
         log_interval_steps: sampled env steps between diagnostics rows.
         callbacks: :class:`~rlframe.runners.callbacks.Callback` objects;
@@ -342,10 +344,13 @@ class AsyncRlBase(MinibatchRlBase):
                 f"{name}: affinity['optimizer'] lists {len(affinity['optimizer'])} optimizer "
                 "processes; only one optimizer (in this process) is supported so far, so "
                 "build the affinity with gpu_per_run=1 (or n_gpu=0).")
-        if not isinstance(affinity["sampler"], dict):
-            raise NotImplementedError(
-                f"{name}: affinity['sampler'] is a list (one entry per sampler GPU); only a "
-                "single CPU sampler dict is supported so far (sample_gpu_per_run=0).")
+        if not isinstance(affinity["sampler"], dict) and not getattr(
+                sampler, "takes_affinity_list", False):
+            raise TypeError(
+                f"{name}: affinity['sampler'] is a list of {len(affinity['sampler'])} dicts "
+                f"(one action server per entry), but {type(sampler).__name__} takes one "
+                "dict; use AsyncGpuSampler or an AsyncAlternatingSampler, or build the "
+                "affinity with sample_gpu_per_run=0 (one sampler dict).")
         check_cuda_device(affinity["optimizer"][0].get("cuda_idx"),
                           "affinity['optimizer'][0]['cuda_idx']")
         missing = [a for a in ALGO_ASYNC_ATTRIBUTES if not hasattr(algo, a)]

@@ -229,13 +229,26 @@ class EnvStepper:
         self.completed: list[TrajInfo] = []
         self._temp_obs: Any = None
         self._full: tuple | None = None  # [B] reward, done and env_info rows (holding envs).
-        # Row t of each [T, B] field, written leaf by leaf (see RowWriter).
+        # Row t of each [T, B] field, written leaf by leaf (see RowWriter); one set per
+        # buffer this stepper has written (the two halves of a double buffer).
         self._writers: tuple[RowWriter, ...] | None = None
+        self._writers_of: dict[int, tuple[Samples, tuple[RowWriter, ...]]] = {}
         if samples_np is not None:
+            self.use_samples(samples_np)
+
+    def use_samples(self, samples_np: Samples) -> None:
+        """Write the following rows into ``samples_np`` (a ``[T, B]`` buffer of the
+        same layout, e.g. the other half of a double buffer)."""
+        if samples_np is self.samples_np and self._writers is not None:
+            return
+        entry = self._writers_of.get(id(samples_np))
+        if entry is None or entry[0] is not samples_np:
             agent, env = samples_np.agent, samples_np.env
-            self._writers = tuple(RowWriter(buf) for buf in (
+            entry = (samples_np, tuple(RowWriter(buf) for buf in (
                 env.observation, agent.action, env.reward, env.done, env.env_info,
-                agent.agent_info))
+                agent.agent_info)))
+            self._writers_of[id(samples_np)] = entry  # Keeps samples_np alive: ids stay unique.
+        self.samples_np, self._writers = entry
 
     def start(self, max_decorrelation_steps: int = 0) -> AgentInputs:
         """Reset every env, optionally take random steps; returns the agent inputs [B].

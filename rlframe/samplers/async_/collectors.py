@@ -1,17 +1,20 @@
-"""Double-buffer collectors: the CPU collectors, writing into one of two sample buffers.
+"""Double-buffer collectors: the CPU and GPU collectors, writing into one of two
+sample buffers.
 
 The sampler process of an asynchronous runner alternates between two shared
 ``[T, B]`` sample buffers (the double buffer): it fills one while a memory
 copier moves the other into the replay buffer. These collectors step their
 envs exactly as :class:`CpuResetCollector` / :class:`CpuWaitResetCollector`
-do; they only point the stepping core at buffer ``sync.db_idx.value`` before
-each batch.
+(the agent acts in the collector) and :class:`GpuResetCollector` /
+:class:`GpuWaitResetCollector` (an action server acts) do; they only point the
+stepping core at buffer ``sync.db_idx.value`` before each batch.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
 from rlframe.samplers.parallel.cpu.collectors import CpuResetCollector, CpuWaitResetCollector
+from rlframe.samplers.parallel.gpu.collectors import GpuResetCollector, GpuWaitResetCollector
 
 if TYPE_CHECKING:
     from rlframe.agents.base import AgentInputs
@@ -46,7 +49,8 @@ class DoubleBufferCollectorMixin:
         db_idx = int(self.sync.db_idx.value)
         if db_idx not in (0, 1):
             raise ValueError(f"sync.db_idx must be 0 or 1, got {db_idx}.")
-        self.samples_np = self.stepper.samples_np = self.double_buffer[db_idx]
+        self.samples_np = self.double_buffer[db_idx]
+        self.stepper.use_samples(self.samples_np)
         return super().collect_batch(agent_inputs, traj_infos, itr)  # type: ignore[misc]
 
 
@@ -56,3 +60,11 @@ class DbCpuResetCollector(DoubleBufferCollectorMixin, CpuResetCollector):
 
 class DbCpuWaitResetCollector(DoubleBufferCollectorMixin, CpuWaitResetCollector):
     """:class:`CpuWaitResetCollector` writing into one half of the double buffer."""
+
+
+class DbGpuResetCollector(DoubleBufferCollectorMixin, GpuResetCollector):
+    """:class:`GpuResetCollector` writing into one half of the double buffer."""
+
+
+class DbGpuWaitResetCollector(DoubleBufferCollectorMixin, GpuWaitResetCollector):
+    """:class:`GpuWaitResetCollector` writing into one half of the double buffer."""

@@ -52,6 +52,10 @@ class ParallelSamplerBase(BaseSampler):
     """
 
     gpu: bool = False
+    worker_label: str = "Sampler worker"  # How errors name a worker process.
+    # Workers are daemons (they end with this process); daemons may not start
+    # processes, so samplers whose workers start their own set this False.
+    daemon_workers: bool = True
 
     def __init__(self, *args: Any, start_method: str | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -169,7 +173,7 @@ class ParallelSamplerBase(BaseSampler):
                                                        env_rank_offset)
         target = sampling_process if worker_process is None else worker_process
         self.workers = [self.ctx.Process(target=target, kwargs=dict(
-            common_kwargs=common_kwargs, worker_kwargs=w_kwargs), daemon=True)
+            common_kwargs=common_kwargs, worker_kwargs=w_kwargs), daemon=self.daemon_workers)
             for w_kwargs in workers_kwargs]
         try:
             for w in self.workers:
@@ -256,7 +260,7 @@ class ParallelSamplerBase(BaseSampler):
             rank, code = dead[0]
             tb = f"(no traceback: the process exited with code {code})"
         self.shutdown()
-        raise WorkerError(f"Sampler worker {rank} failed:\n{tb}")
+        raise WorkerError(f"{self.worker_label} {rank} failed:\n{tb}")
 
     def acquire(self, semaphore: Semaphore) -> None:
         """Acquire ``semaphore`` while polling the workers' health."""

@@ -26,11 +26,15 @@ class AlternatingSamplerBase(GpuSamplerBase):
     alternating = True
 
     def initialize(self, agent: BaseAgent, *args: Any, **kwargs: Any) -> Examples:
+        self.check_alternating_agent(agent)
+        return super().initialize(agent, *args, **kwargs)
+
+    def check_alternating_agent(self, agent: BaseAgent) -> None:
+        """Raise TypeError for a recurrent agent that keeps a single RNN state."""
         if agent.recurrent and not agent.alternating:
             raise TypeError(f"{type(self).__name__} needs an alternating recurrent agent "
                             f"(e.g. AlternatingRecurrentCategoricalPgAgent); got "
                             f"{type(agent).__name__}.")
-        return super().initialize(agent, *args, **kwargs)
 
     def _build_parallel_ctrl(self, n_worker: int) -> None:
         super()._build_parallel_ctrl(n_worker)
