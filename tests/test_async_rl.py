@@ -14,8 +14,11 @@ from async_helpers import RecordingSerialSampler, params_digest, slow_env
 
 from rlframe.agents.dqn.dqn_agent import DqnAgent
 from rlframe.agents.pg.categorical import CategoricalPgAgent
+from rlframe.agents.qpg.sac_agent import SacAgent
+from rlframe.envs.gym import make as gym_make
 from rlframe.algos.dqn.dqn import DQN
 from rlframe.algos.pg.ppo import PPO
+from rlframe.algos.qpg.sac import SAC
 from rlframe.runners.async_rl import (AsyncRl, AsyncRlEval, async_n_itr, build_ctrl,
                                       throttle_schedule)
 from rlframe.runners.callbacks import Callback, StopAtReturn
@@ -77,7 +80,7 @@ def test_dqn_async_eval_reaches_475_on_cartpole(SamplerCls, in_tmp_cwd):
     assert reached and reached[0] <= 80e3, history
     assert runner.algo.update_counter > 0
     assert psutil.Process().cpu_affinity() == cpus_before  # The optimizer's pinning is undone.
-    assert_replay_ratio_bounds(rows.rows, runner.algo, lead_steps=LEAD_STEPS)
+    assert_replay_ratio_bounds(rows.rows, runner, lead_steps=LEAD_STEPS)
 
 
 class Rows(Callback):
@@ -91,10 +94,11 @@ class Rows(Callback):
                           for key, value in diagnostics.items()})
 
 
-def assert_replay_ratio_bounds(rows, algo, lead_steps=None):
+def assert_replay_ratio_bounds(rows, runner, lead_steps=None):
     """replay_ratio bounds the transitions trained on per transition sampled from above
     (one optimize_agent call per delta_throttle_itr); with a sampler lead, from below up
     to the lead and min_steps_learn."""
+    algo = runner.algo
     assert rows
     for row in rows:
         steps, updates = row["CumSteps"], row["CumUpdates"]
@@ -103,8 +107,30 @@ def assert_replay_ratio_bounds(rows, algo, lead_steps=None):
         assert trained <= algo.replay_ratio * steps + algo.batch_size * algo.updates_per_sync, row
         if lead_steps is not None and row["Iteration"] >= 0:
             # Row of one sampler iteration late at most (read before the optimizer's call).
-            floor = algo.replay_ratio * (steps - lead_steps - algo.min_steps_learn - 2 * 256)
+            floor = algo.replay_ratio * (steps - lead_steps - algo.min_steps_learn
+                                         - 2 * runner.sampler_batch_size)
             assert trained >= floor, row
+
+
+@pytest.mark.timeout(240)
+def test_async_sac_reaches_minus_250_on_pendulum(in_tmp_cwd):
+    """One update of 128 transitions per sampled step; the synchronous runner reaches
+    -250 in 5k-6k steps with these settings, and so does the asynchronous one."""
+    stop = StopAtReturn(-250)
+    rows = Rows()
+    sampler = AsyncSerialSampler(EnvCls=gym_make, env_kwargs=dict(id="Pendulum-v1"),
+                                 eval_env_kwargs=dict(id="Pendulum-v1"), batch_T=8, batch_B=1,
+                                 max_decorrelation_steps=0, eval_n_envs=4, eval_max_steps=800)
+    algo = SAC(batch_size=128, replay_ratio=128, min_steps_learn=1000, replay_size=int(1e5))
+    runner = AsyncRlEval(algo=algo, agent=SacAgent(), sampler=sampler, n_steps=15e3,
+                         affinity=make_affinity(**AFFINITY), seed=0, log_interval_steps=1000,
+                         callbacks=[stop, rows], sampler_lead_steps=64)
+    with logger_context("async_sac", 0, "async_sac", {}, snapshot_mode="none"):
+        runner.train()
+    history = [(steps, ret) for steps, ret in stop.history if not math.isnan(ret)]
+    assert history[0][1] < -1000, history
+    assert any(ret >= -250 for _, ret in history), history
+    assert_replay_ratio_bounds(rows.rows, runner, lead_steps=64)
 
 
 # --------------------------------------------------------------------------- parameters
@@ -159,7 +185,7 @@ def test_replay_ratio_is_an_upper_bound_and_the_lead_a_lower_one(in_tmp_cwd, lea
                      log_interval_steps=2048, callbacks=[rows], sampler_lead_steps=lead_steps)
     with logger_context("ratio", 0, "ratio", {}, snapshot_mode="none"):
         runner.train()
-    assert_replay_ratio_bounds(rows.rows, algo, lead_steps)
+    assert_replay_ratio_bounds(rows.rows, runner, lead_steps)
     last = rows.rows[-1]
     if lead_steps is None:
         assert last["CumReplayRatio"] < 0.5 * algo.replay_ratio, last
@@ -271,9 +297,19 @@ SCRIPT = textwrap.dedent("""
             return super().obtain_samples(itr, db_idx)
 
 
+    class QuietlyEndingSampler(AsyncSerialSampler):
+        def obtain_samples(self, itr, db_idx):
+            if itr == 30:
+                import os
+                os._exit(0)
+            return super().obtain_samples(itr, db_idx)
+
+
     SamplerCls = {{"cpu": AsyncCpuSampler, "serial": AsyncSerialSampler}}[sampler_name]
     if mode == "fail_sampler":
         SamplerCls = FailingSampler
+    if mode == "exit0_sampler":
+        SamplerCls = QuietlyEndingSampler
     algo = cartpole_dqn(min_steps_learn=500, replay_ratio=8)
     if mode == "fail_opt":
         algo = FailingDQN(**{{k: getattr(algo, k) for k in ()}}, discount=0.99, batch_size=64,
@@ -394,6 +430,18 @@ def test_an_exception_stops_every_process(script, in_tmp_cwd, mode, name, messag
     assert process.returncode != 0
     assert message in output and "ValueError" in output, output[-3000:]
     assert name in output
+
+
+@pytest.mark.timeout(120)
+def test_sampler_ending_early_without_error_is_named(script, in_tmp_cwd):
+    """A sampler process that exits with code 0 before its last iteration (and so
+    never sets the quit flag) must not leave the optimizer waiting for it."""
+    shm_before = shm_entries()
+    process = start_script(script, "exit0_sampler", "serial", "1e7", cwd=in_tmp_cwd)
+    _, tree = running_tree(process)
+    output = assert_all_gone(process, tree, shm_before, timeout=30.)
+    assert process.returncode != 0
+    assert "the sampler process" in output and "before the run ended" in output, output[-3000:]
 
 
 @pytest.mark.timeout(120)

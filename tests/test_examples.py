@@ -25,6 +25,10 @@ CASES = {
                               "--seed", "1"],
     "example_sync_ppo.py": ["--n_rank", "2", "--n_steps", "2048", "--log_interval_steps", "1024",
                             "--seed", "1"],
+    "example_dqn_async.py": ["--sampler", "cpu", "--n_steps", "2048", "--log_interval_steps",
+                             "1024", "--seed", "1"],
+    "example_sac_async.py": ["--n_steps", "400", "--log_interval_steps", "200",
+                             "--min_steps_learn", "100", "--seed", "1"],
     "example_td3_pendulum.py": ["--n_steps", "200", "--log_interval_steps", "100",
                                 "--min_steps_learn", "100", "--seed", "1"],
 }

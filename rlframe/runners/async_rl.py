@@ -577,8 +577,10 @@ class AsyncRlBase(MinibatchRlBase):
         then a child that died without one."""
         reports = drain_queue(self.error_queue) if self.error_queue is not None else []
         if not reports:
+            # A child ends with code 0 only after the run's quit flag is set.
+            quitting = self.ctrl is None or self.ctrl.quit.value
             dead = [(name, p) for name, p in self.processes.items()
-                    if p.exitcode not in (None, 0)]
+                    if p.exitcode is not None and (p.exitcode != 0 or not quitting)]
             if not dead:
                 return None
             time.sleep(0.2)  # Its report may still be in the pipe.
@@ -586,7 +588,11 @@ class AsyncRlBase(MinibatchRlBase):
             if not reports:
                 name, p = dead[0]
                 code = p.exitcode
-                how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+                if code == 0 and (self.ctrl is None or self.ctrl.quit.value):
+                    return None  # It ended because the run was ending after all.
+                how = (f"was killed by signal {-code}" if code < 0 else
+                       f"exited with code {code}" if code else
+                       "exited (code 0) before the run ended")
                 return f"the {name} process (pid {p.pid}) {how}."
         name, text = reports[0]
         return f"the {name} process failed:\n{text}"
