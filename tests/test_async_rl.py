@@ -10,6 +10,7 @@ import time
 
 import psutil
 import pytest
+import torch
 from async_helpers import RecordingSerialSampler, params_digest, slow_env
 
 from rlframe.agents.dqn.dqn_agent import DqnAgent
@@ -192,6 +193,58 @@ def test_replay_ratio_is_an_upper_bound_and_the_lead_a_lower_one(in_tmp_cwd, lea
     else:
         assert last["CumReplayRatio"] > 0.8 * algo.replay_ratio, last
         assert last["SamplerThrottle"] < 1.
+
+
+def _sampler_side(agent, go, results):
+    """A sampler process: act with a private copy; take parameters when told to."""
+    agent.async_cpu(share_memory=False)
+    results.put(("start", agent._recv_count, params_digest(agent.model)))
+    for _ in range(2):
+        go.wait()
+        go.clear()
+        agent.recv_shared_memory()
+        results.put(("recv", agent._recv_count, params_digest(agent.model)))
+        with torch.no_grad():  # Acting must not change what the next recv brings.
+            next(agent.model.parameters()).add_(1.)
+
+
+def test_parameters_flow_with_a_version_counter():
+    """send_shared_memory publishes the trained copy and advances the version;
+    recv_shared_memory copies only when the version advanced."""
+    import multiprocessing as mp
+    ctx = mp.get_context("fork")
+    env = gym_make(id="CartPole-v1")
+    agent = cartpole_agent()
+    agent.initialize(env.spaces, share_memory=True)
+    env.close()
+    agent.make_async_handles(ctx)
+    go, results = ctx.Event(), ctx.Queue()
+    child = ctx.Process(target=_sampler_side, args=(agent, go, results))
+    child.start()
+    try:
+        _, count, digest = results.get(timeout=30)
+        initial = params_digest(agent.shared_model)
+        assert count == 0 and digest == initial
+        agent.async_cpu(share_memory=False)  # The optimizer trains a private copy.
+        assert agent.model is not agent.shared_model
+        with torch.no_grad():
+            for p in agent.model.parameters():
+                p.mul_(0.5).add_(0.25)
+        trained = params_digest(agent.model)
+        assert params_digest(agent.shared_model) == initial  # Nothing published yet.
+        agent.send_shared_memory()
+        assert agent._send_count.value == 1
+        assert params_digest(agent.shared_model) == trained
+        go.set()
+        assert results.get(timeout=30)[1:] == (1, trained)
+        go.set()  # No new version: the sampler keeps its (since changed) copy.
+        _, count, digest = results.get(timeout=30)
+        assert count == 1 and digest not in (trained, initial)
+    finally:
+        child.join(10)
+        if child.is_alive():
+            child.kill()
+    assert child.exitcode == 0
 
 
 # --------------------------------------------------------------------------- schedule

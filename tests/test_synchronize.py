@@ -4,6 +4,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import queue
 import socket
+import time
 
 import pytest
 
@@ -104,3 +105,58 @@ def test_find_port_returns_bindable_port():
 def test_find_port_rejects_bad_offset(offset):
     with pytest.raises(ValueError, match="offset must be an integer in \\[0, 100\\)"):
         find_port(offset)
+
+
+def _hammer_reads(lock, data, active, max_active, torn, stop, n_reads):
+    """Read the whole array under the read lock until told to stop; count torn reads
+    (elements that differ: a write seen half done) and concurrent readers."""
+    while not stop.value:
+        with lock:
+            with active.get_lock():
+                active.value += 1
+                max_active.value = max(max_active.value, active.value)
+            first = data[0]
+            time.sleep(0.001)  # Hold the lock a while: other readers come in meanwhile.
+            if any(x != first for x in data[:]):
+                with torn.get_lock():
+                    torn.value += 1
+            with active.get_lock():
+                active.value -= 1
+        with n_reads.get_lock():
+            n_reads.value += 1
+
+
+def test_rwlock_concurrent_readers_and_one_writer():
+    """Three readers and one writer on a shared array: readers overlap each other,
+    never see a write half done, and the writer is not starved."""
+    lock = RWLock(ctx=CTX)
+    data = CTX.RawArray("l", 2000)
+    active, max_active = CTX.Value("i", 0), CTX.Value("i", 0)
+    torn, n_reads, stop = CTX.Value("i", 0), CTX.Value("l", 0), CTX.RawValue("b", 0)
+    readers = [CTX.Process(target=_hammer_reads,
+                           args=(lock, data, active, max_active, torn, stop, n_reads))
+               for _ in range(3)]
+    try:
+        for reader in readers:
+            reader.start()
+        deadline = time.time() + 10
+        while n_reads.value < 50 and time.time() < deadline:  # Readers running first.
+            time.sleep(0.01)
+        n_writes = 0
+        for value in range(1, 201):
+            with lock.write_lock:
+                for i in range(len(data)):  # Element by element: slow enough to be caught.
+                    data[i] = value
+            n_writes += 1
+        deadline = time.time() + 5
+        while max_active.value < 2 and time.time() < deadline:
+            time.sleep(0.01)
+        stop.value = 1
+    finally:
+        stop.value = 1
+        _stop(readers)
+    assert all(r.exitcode == 0 for r in readers)
+    assert n_writes == 200 and data[0] == data[-1] == 200
+    assert n_reads.value > 0
+    assert torn.value == 0
+    assert max_active.value >= 2, "readers never held the lock together"

@@ -126,6 +126,8 @@ class BaseAgent:
         self._send_count: ctypes.c_long | None = None
         self._recv_count = 0
         self._rw_lock: RWLock | None = None
+        # (id(dst), id(src), dst tensors, src tensors) of the last hand-over copy.
+        self._copy_plan: tuple | None = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Training forward pass (with grad); defined by subclasses."""
@@ -333,13 +335,43 @@ class BaseAgent:
         self._send_count = ctx.RawValue("l", 0)
         self._rw_lock = RWLock(ctx=ctx)
 
+    def _copy_model(self, dst: torch.nn.Module, src: torch.nn.Module) -> None:
+        """Copy ``src``'s parameters and buffers into ``dst`` (same architecture; a
+        DistributedDataParallel wrapper on either side is fine).
+
+        The tensor pairs are matched by name once and reused while both models stay
+        the same objects: a hand-over happens after every optimizer call, and
+        ``load_state_dict`` would spend most of its time on bookkeeping.
+        """
+        plan = self._copy_plan
+        if plan is None or plan[0] != id(dst) or plan[1] != id(src):
+            dst_state = strip_ddp_state_dict(dst.state_dict(keep_vars=True))
+            src_state = strip_ddp_state_dict(src.state_dict(keep_vars=True))
+            if dst_state.keys() != src_state.keys():
+                raise RuntimeError(
+                    f"{type(self).__name__}: the shared model's entries "
+                    f"{sorted(set(dst_state) ^ set(src_state))} have no counterpart in the "
+                    "trained model; both must be the same architecture.")
+            names = list(dst_state)
+            plan = (id(dst), id(src), [dst_state[n] for n in names],
+                    [src_state[n] for n in names])
+            self._copy_plan = plan
+        with torch.no_grad():
+            for d, s in zip(plan[2], plan[3]):
+                d.copy_(s)
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_copy_plan"] = None  # Object ids mean nothing in another process.
+        return state
+
     def send_shared_memory(self) -> None:
         """Optimizer side of asynchronous mode: publish new parameters."""
         if self.shared_model is None or self._send_count is None:
             return
         with self._rw_lock.write_lock:
             if self.shared_model is not self.model:
-                self.shared_model.load_state_dict(strip_ddp_state_dict(self.model.state_dict()))
+                self._copy_model(self.shared_model, self.model)
             self._send_count.value += 1
 
     def recv_shared_memory(self) -> None:
@@ -349,7 +381,7 @@ class BaseAgent:
             return
         if self._send_count.value > self._recv_count:
             with self._rw_lock:
-                self.model.load_state_dict(self.shared_model.state_dict())
+                self._copy_model(self.model, self.shared_model)
                 self._recv_count = self._send_count.value
 
     def toggle_alt(self) -> None:

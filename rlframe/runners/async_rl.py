@@ -54,7 +54,9 @@ if TYPE_CHECKING:
     from rlframe.replays.base import BaseReplayBuffer
     from rlframe.samplers.collections import Samples
 
-THROTTLE_WAIT = 0.05  # Seconds the optimizer sleeps while it is ahead of the sampler.
+THROTTLE_WAIT = 0.05  # While the optimizer waits for the sampler: seconds between checks
+# on the children.
+OPT_POLL_S = 0.001  # How often the waiting optimizer looks at the sampler's iteration.
 SAMPLER_WAIT = 0.001  # Seconds the sampler sleeps while it is too far ahead of the optimizer.
 POLL_S = 0.2  # How often a blocked process checks on the others.
 JOIN_TIMEOUT_S = 5.  # Children ending by themselves at shutdown, before SIGTERM.
@@ -408,10 +410,7 @@ class AsyncRlBase(MinibatchRlBase):
             while not self.stop_requested:
                 logger.set_iteration(itr)
                 with logger.prefix(f"opt_itr #{itr} "):
-                    while ctrl.sampler_itr.value < throttle_itr and not ctrl.quit.value:
-                        self._raise_if_failed()
-                        time.sleep(THROTTLE_WAIT)
-                        throttle_time += THROTTLE_WAIT
+                    throttle_time += self._wait_for_sampler(throttle_itr)
                     self._raise_if_failed()
                     if ctrl.quit.value:
                         break
@@ -441,6 +440,21 @@ class AsyncRlBase(MinibatchRlBase):
         finally:
             self.shutdown()
 
+    def _wait_for_sampler(self, throttle_itr: float) -> float:
+        """Sleep until the sampler reaches ``throttle_itr`` (or the run quits), checking
+        on the children every ``THROTTLE_WAIT`` s; returns the seconds waited."""
+        ctrl = self.ctrl
+        if ctrl.sampler_itr.value >= throttle_itr or ctrl.quit.value:
+            return 0.
+        start = checked = time.perf_counter()
+        while ctrl.sampler_itr.value < throttle_itr and not ctrl.quit.value:
+            time.sleep(OPT_POLL_S)
+            now = time.perf_counter()
+            if now - checked >= THROTTLE_WAIT:
+                self._raise_if_failed()
+                checked = now
+        return time.perf_counter() - start
+
     def _final_log(self, throttle_time: float) -> None:
         """The sampler finished: log what arrived since the last row."""
         sampler = self.processes.get("sampler")
@@ -448,7 +462,8 @@ class AsyncRlBase(MinibatchRlBase):
             deadline = time.time() + JOIN_TIMEOUT_S
             while sampler.is_alive() and time.time() < deadline:
                 sampler.join(0.05)
-            self._raise_if_failed(wait_s=0.5)
+            # A failing sampler's report may trail its exit.
+            self._raise_if_failed(wait_s=0.5 if sampler.exitcode else 0.)
         traj_infos = drain_queue(self.traj_infos_queue)
         if traj_infos or not self._eval:
             itr = 0 if self.last_completed_itr is None else self.last_completed_itr

@@ -8,7 +8,8 @@ import queue
 import signal
 import socket
 import sys
-from typing import TYPE_CHECKING
+import time
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import multiprocessing.queues
@@ -18,25 +19,62 @@ FIRST_PORT = 29500
 PORT_STRIDE = 100
 
 
+class _WriteSide:
+    """The writer's side of :class:`RWLock`: a lock-like object (``acquire``,
+    ``release``, context manager). A waiting writer holds the turnstile, so readers
+    arriving after it wait behind it instead of starving it."""
+
+    def __init__(self, turnstile: Any, room: Any) -> None:
+        self._turnstile = turnstile
+        self._room = room
+
+    def acquire(self, block: bool = True, timeout: float | None = None) -> bool:
+        """Take the lock once no reader or writer holds it; False if ``timeout``
+        (seconds) passed first, or at once with ``block=False``."""
+        deadline = None if timeout is None else time.monotonic() + max(timeout, 0.)
+        if not self._turnstile.acquire(block, timeout):
+            return False
+        remaining = None if deadline is None else max(deadline - time.monotonic(), 0.)
+        if not self._room.acquire(block, remaining):
+            self._turnstile.release()
+            return False
+        return True
+
+    def release(self) -> None:
+        self._turnstile.release()
+        self._room.release()
+
+    def __enter__(self) -> "_WriteSide":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
+
+
 class RWLock:
     """Readers-writer lock shared by processes (many readers or one writer).
 
-    Readers take priority: the first reader in locks out writers and the last
-    reader out lets them back in, so a reader may release the write lock that
-    another process's reader took. Using the object as a context manager takes
-    the read lock. Pass it to child processes at creation.
+    Readers share the lock: the first reader in locks out writers and the last
+    reader out lets them back in, so a reader may release the lock another
+    process's reader took. A writer that is waiting stops new readers from
+    coming in (it is not starved by readers that keep overlapping). Using the
+    object as a context manager takes the read lock. Pass it to child processes
+    at creation.
 
     Args:
         ctx: multiprocessing context to create the primitives in (default: the
             current default context); use the children's context under spawn.
 
     Attributes:
-        write_lock: the underlying lock held by a writer (or by the readers as a group).
+        write_lock: the writer's lock (``acquire``/``release``, or ``with``).
     """
 
     def __init__(self, ctx: BaseContext | None = None) -> None:
         ctx = mp.get_context() if ctx is None else ctx
-        self.write_lock = ctx.Lock()
+        self._turnstile = ctx.Lock()
+        self._room = ctx.Lock()  # Held by a writer, or by the readers as a group.
+        self.write_lock = _WriteSide(self._turnstile, self._room)
         self._count_lock = ctx.Lock()
         self._n_readers = ctx.RawValue("i", 0)
 
@@ -49,11 +87,13 @@ class RWLock:
         self.write_lock.release()
 
     def acquire_read(self) -> None:
-        """Block while a writer holds the lock, then join the readers."""
+        """Block while a writer holds or waits for the lock, then join the readers."""
+        with self._turnstile:  # Pass through: closed while a writer waits.
+            pass
         with self._count_lock:
             self._n_readers.value += 1
             if self._n_readers.value == 1:
-                self.write_lock.acquire()
+                self._room.acquire()
 
     def release_read(self) -> None:
         """Leave the readers; the last one out unblocks writers."""
@@ -62,7 +102,7 @@ class RWLock:
                 raise RuntimeError("release_read called without a matching acquire_read.")
             self._n_readers.value -= 1
             if self._n_readers.value == 0:
-                self.write_lock.release()
+                self._room.release()
 
     def __enter__(self) -> "RWLock":
         self.acquire_read()
