@@ -247,6 +247,24 @@ def test_parameters_flow_with_a_version_counter():
     assert child.exitcode == 0
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("start_method", ["spawn", "forkserver"])
+def test_runs_under_spawn_and_forkserver(in_tmp_cwd, start_method):
+    """The runner's children (sampler, copiers, and an AsyncCpuSampler's worker)
+    start under every start method, train, and stop."""
+    rows = Rows()
+    sampler = cartpole_sampler(AsyncCpuSampler, eval_n_envs=0, start_method=start_method)
+    runner = AsyncRl(algo=cartpole_dqn(min_steps_learn=512, replay_ratio=8),
+                     agent=cartpole_agent(), sampler=sampler, n_steps=4096,
+                     affinity=make_affinity(**AFFINITY), seed=0, log_interval_steps=2048,
+                     callbacks=[rows], start_method=start_method, sampler_lead_steps=512)
+    with logger_context("start", 0, "start", {}, snapshot_mode="none"):
+        runner.train()
+    # CumSteps counts up to the last batch's start (sampler_itr * batch size, as rlpyt).
+    assert rows.rows[-1]["CumSteps"] == 4096 - 256 and runner.algo.update_counter > 0
+    assert_replay_ratio_bounds(rows.rows, runner, lead_steps=512)
+
+
 # --------------------------------------------------------------------------- schedule
 
 def test_n_itr_and_throttle_worked_examples():

@@ -148,11 +148,17 @@ def _start_child() -> None:
 
 def _wait(semaphore: Any, quit_flag: Any, parent_pid: int | None) -> bool:
     """Acquire ``semaphore``; False (not acquired) once ``quit_flag`` is set or the
-    master is gone (asked by pid: under forkserver a child's parent is the fork server)."""
+    master is gone."""
     while not semaphore.acquire(timeout=POLL_S):
-        if quit_flag.value or (parent_pid is not None and not psutil.pid_exists(parent_pid)):
+        if quit_flag.value or _master_gone(parent_pid):
             return False
     return True
+
+
+def _master_gone(parent_pid: int | None) -> bool:
+    """Whether the master process has ended (asked by pid: under forkserver a
+    child's parent is the fork server)."""
+    return parent_pid is not None and not psutil.pid_exists(parent_pid)
 
 
 def _wait_for_optimizer(itr: int, ctrl: AttrDict, parent_pid: int | None) -> bool:
@@ -167,7 +173,7 @@ def _wait_for_optimizer(itr: int, ctrl: AttrDict, parent_pid: int | None) -> boo
         now = time.perf_counter()
         if now - checked > POLL_S:
             checked = now
-            if ctrl.quit.value or (parent_pid is not None and os.getppid() != parent_pid):
+            if ctrl.quit.value or _master_gone(parent_pid):
                 return False
     ctrl.sampler_wait_time.value += time.perf_counter() - start
     return True
