@@ -231,3 +231,33 @@ def test_shared_replay_written_by_another_process(start_method):
         assert batch.timeout_n[i].item() == timeout_n
     # The child's priority tree is this process's tree too.
     assert replay.priority_tree.total > 0
+
+
+def _append_history(replay, ExampleCls, frames, sizes):
+    append(replay, ExampleCls, History(sum(sizes), frames, seed=1), 0, sizes)
+
+
+@pytest.mark.parametrize("frames", [False, True], ids=["whole", "frames"])
+@pytest.mark.parametrize("sequences", [False, True], ids=["steps", "sequences"])
+@pytest.mark.parametrize("time_limit", [False, True], ids=["plain", "timelimit"])
+@pytest.mark.parametrize("prioritized", [False, True], ids=["uniform", "prioritized"])
+def test_every_shared_combination_sees_another_process_append(prioritized, time_limit,
+                                                              sequences, frames):
+    """Shared storage, cursor and priority tree of every layout: what a child process
+    (a memory copier) appends, this process samples exactly."""
+    replay, ExampleCls = build(prioritized, time_limit, sequences, frames, shared=True)
+    assert replay.storage.lock is not None
+    sizes = [12, 4, 6, 8, 2, 12]
+    child = mp.get_context("fork").Process(target=_append_history,
+                                           args=(replay, ExampleCls, frames, sizes))
+    child.start()
+    child.join(60)
+    assert child.exitcode == 0
+    n = sum(sizes)
+    assert replay.t == n % replay.T and replay.n_stored == replay.T
+    np.random.seed(0)
+    batch = replay.sample_batch(32)
+    check = check_sequence_batch if sequences else check_transition_batch
+    check(batch, History(n, frames, seed=1), n, replay, time_limit)
+    if prioritized:
+        assert replay.priority_tree.total > 0
