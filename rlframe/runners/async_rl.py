@@ -849,12 +849,7 @@ class AsyncRlEval(AsyncRlBase):
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        eval_n_envs = getattr(self.sampler, "eval_n_envs", 0)
-        if eval_n_envs < 1:
-            raise ValueError(
-                f"AsyncRlEval evaluates the agent at every log point, but the sampler has "
-                f"eval_n_envs={eval_n_envs}; give the sampler eval_n_envs >= 1 (with "
-                "eval_max_steps), or use AsyncRl, which logs the training episodes instead.")
+        self._check_eval_sampler()
 
     def initialize_logging(self) -> None:
         self._eval_traj_infos: list = []

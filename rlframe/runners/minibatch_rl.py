@@ -73,6 +73,18 @@ class MinibatchRlBase(BaseRunner):
         self._callbacks_started = False
         self._check_agent_env()
 
+    def _check_eval_sampler(self) -> None:
+        """Evaluating runners need a sampler with evaluation envs."""
+        eval_n_envs = getattr(self.sampler, "eval_n_envs", 0)
+        if eval_n_envs < 1:
+            name = type(self).__name__
+            raise ValueError(
+                f"{name} evaluates the agent at every log point, but the sampler has "
+                f"eval_n_envs={eval_n_envs}; give the sampler eval_n_envs >= 1 (with "
+                "eval_max_steps or eval_max_trajectories), or use "
+                f"{name.removesuffix('Eval') or 'a runner without Eval'}, which logs the "
+                "training episodes instead.")
+
     def _check_agent_env(self) -> None:
         """Build one env and ask the agent whether it (and its model) can act in it,
         before any run directory exists."""
@@ -434,13 +446,7 @@ class MinibatchRlEval(MinibatchRlBase):
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        eval_n_envs = getattr(self.sampler, "eval_n_envs", 0)
-        if eval_n_envs < 1:
-            raise ValueError(
-                f"MinibatchRlEval evaluates the agent at every log point, but the sampler "
-                f"has eval_n_envs={eval_n_envs}; give the sampler eval_n_envs >= 1 (with "
-                "eval_max_steps or eval_max_trajectories), or use MinibatchRl, which logs "
-                "the training episodes instead.")
+        self._check_eval_sampler()
 
     def before_training(self) -> None:
         """Evaluate the untrained agent: the first row, with ``Iteration`` -1 (and

@@ -10,6 +10,7 @@ from rlframe.samplers.async_.base import AsyncSamplerMixin
 from rlframe.samplers.async_.collectors import DbCpuResetCollector
 from rlframe.samplers.base import BaseSampler
 from rlframe.samplers.serial.collectors import SerialEvalCollector
+from rlframe.samplers.serial.sampler import SerialSampler
 from rlframe.utils.collections import AttrDict
 from rlframe.utils.launching.pinning import set_cpu_affinity
 from rlframe.utils.logging import logger
@@ -97,9 +98,4 @@ class AsyncSerialSampler(AsyncSamplerMixin, BaseSampler):
         self.agent.recv_shared_memory()
         return self.eval_collector.collect_evaluation(itr)
 
-    def shutdown(self) -> None:
-        """Close every env."""
-        for venv in (self.envs, self.eval_envs):
-            if venv is not None:
-                venv.close()
-        self.envs, self.eval_envs = None, None
+    shutdown = SerialSampler.shutdown  # Close every env.
