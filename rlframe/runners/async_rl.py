@@ -144,11 +144,22 @@ def _start_child() -> None:
     die_with_parent()
 
 
+def _master_gone(parent_pid: int | None) -> bool:
+    """Whether the master, pid ``parent_pid`` (None: not watched), has ended. Its pid is
+    checked itself: under forkserver a child's parent is the fork server."""
+    if parent_pid is None or os.getppid() == parent_pid:
+        return False
+    try:
+        return psutil.Process(parent_pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
 def _wait(semaphore: Any, quit_flag: Any, parent_pid: int | None) -> bool:
     """Acquire ``semaphore``; False (not acquired) once ``quit_flag`` is set or the
     master is gone."""
     while not semaphore.acquire(timeout=POLL_S):
-        if quit_flag.value or (parent_pid is not None and os.getppid() != parent_pid):
+        if quit_flag.value or _master_gone(parent_pid):
             return False
     return True
 
@@ -165,7 +176,7 @@ def _wait_for_optimizer(itr: int, ctrl: AttrDict, parent_pid: int | None) -> boo
         now = time.perf_counter()
         if now - checked > POLL_S:
             checked = now
-            if ctrl.quit.value or (parent_pid is not None and os.getppid() != parent_pid):
+            if ctrl.quit.value or _master_gone(parent_pid):
                 return False
     ctrl.sampler_wait_time.value += time.perf_counter() - start
     return True
