@@ -304,7 +304,7 @@ def _interrupt_main_thread() -> None:
     """KeyboardInterrupt in the main thread, as Ctrl-C gives it: a real SIGINT, which also
     wakes the thread from a blocking wait (a lock, the barrier), where Python handles
     SIGINT; else only Python's flag (the thread sees it once it runs again)."""
-    if callable(signal.getsignal(signal.SIGINT)):
+    if hasattr(signal, "pthread_kill") and callable(signal.getsignal(signal.SIGINT)):
         signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
     else:
         _thread.interrupt_main()
