@@ -309,10 +309,22 @@ def test_bad_input_is_reported(in_tmp_cwd):
     sampler = cartpole_sampler(AsyncSerialSampler, eval_n_envs=0)
     with pytest.raises(TypeError, match="asynchronous affinity"):
         AsyncRl(sampler=sampler, affinity=dict(master_cpus=[0]), **kwargs)
-    two_opt = make_affinity(**AFFINITY)
-    two_opt["optimizer"] = two_opt["optimizer"] * 2
-    with pytest.raises(NotImplementedError, match=r"affinity\['optimizer'\] lists 2"):
-        AsyncRl(sampler=sampler, affinity=two_opt, **kwargs)
+    def two_ranks(first, second):
+        affinity = make_affinity(**AFFINITY)
+        affinity["optimizer"] = [{**affinity["optimizer"][0], **first},
+                                 {**affinity["optimizer"][0], **second}]
+        return affinity
+    no_cpus = two_ranks({}, {})
+    del no_cpus["optimizer"][1]["cpus"]
+    with pytest.raises(ValueError, match=r"affinity\['optimizer'\]\[1\]\['cpus'\] is required"):
+        AsyncRl(sampler=sampler, affinity=no_cpus, **kwargs)
+    with pytest.raises(ValueError, match=r"every optimizer rank has a cuda_idx or none has.*"
+                                         r"cuda_idx \[None, 0\]"):
+        AsyncRl(sampler=sampler, affinity=two_ranks({}, dict(cuda_idx=0)), **kwargs)
+    with pytest.raises(ValueError, match=r"a GPU of its own.*cuda_idx \[0, 0\]"):
+        AsyncRl(sampler=sampler, affinity=two_ranks(dict(cuda_idx=0), dict(cuda_idx=0)), **kwargs)
+    with pytest.raises(ValueError, match="pg_timeout must be a positive number"):
+        AsyncRl(sampler=sampler, affinity=two_ranks({}, {}), pg_timeout=0, **kwargs)
     with pytest.raises(TypeError, match="asynchronous sampler"):
         AsyncRl(sampler=SerialSampler(EnvCls=slow_env, env_kwargs=dict(id="CartPole-v1"),
                                       batch_T=4, batch_B=2),

@@ -7,7 +7,16 @@ Processes:
   shared double buffer (an :mod:`~rlframe.samplers.async_` sampler, which may
   start its own env workers);
 * two memory copiers, one per half of the double buffer, appending a finished
-  batch to the shared replay buffer and handing the half back to the sampler.
+  batch to the shared replay buffer and handing the half back to the sampler;
+* with several optimizer dicts in ``affinity["optimizer"]``, one
+  :class:`AsyncOptWorker` process per optimizer rank >= 1.
+
+Several optimizer ranks train data-parallel: each draws its own minibatches
+from the one shared replay buffer, and DistributedDataParallel (gloo on CPUs,
+NCCL on GPUs) averages the gradients, so every rank holds the same
+parameters. The ranks meet at a barrier (``ctrl.opt_throttle``) before every
+``optimize_agent`` call; rank 0, this process, throttles, publishes the
+parameters, logs and saves snapshots.
 
 The optimizer makes one ``optimize_agent`` call (``updates_per_sync`` updates)
 per ``delta_throttle_itr`` sampler iterations, so ``replay_ratio`` is an upper
@@ -19,12 +28,14 @@ lead), e.g. for envs that step faster than the optimizer trains. After every
 call the optimizer publishes the parameters
 (``agent.send_shared_memory``), which the sampler takes before its next batch
 or evaluation. A child that raises sends its traceback to the master, which
-stops the run with an :class:`AsyncRlError` naming the process; a child that is
-killed is named likewise. Ctrl-C and SIGTERM stop every process.
+stops the run with an :class:`AsyncRlError` naming the process (e.g. "the
+optimizer rank 1 process failed"); a child that is killed is named likewise.
+Ctrl-C and SIGTERM stop every process.
 """
 from __future__ import annotations
 
 import _thread
+import gc
 import math
 import multiprocessing as mp
 import os
@@ -37,16 +48,21 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import psutil
+import torch
+import torch.distributed as dist
 
 from rlframe.runners.callbacks import Callback
 from rlframe.runners.minibatch_rl import MinibatchRlBase
+from rlframe.runners.sync_rl import _is_collective_error, _unwrap_ddp
 from rlframe.utils.checks import positive_int
-from rlframe.utils.collections import AttrDict
+from rlframe.utils.collections import AttrDict, iter_leaves
+from rlframe.utils.distributed import (broadcast_tensors, gather_objects, init_process_group,
+                                       state_digest)
 from rlframe.utils.launching.pinning import (check_async_affinity, check_cuda_device,
                                              set_cpu_affinity, set_torch_threads)
 from rlframe.utils.logging import logger
 from rlframe.utils.seed import make_seed, set_seed
-from rlframe.utils.synchronize import die_with_parent, drain_queue
+from rlframe.utils.synchronize import die_with_parent, drain_queue, find_port
 
 if TYPE_CHECKING:
     from multiprocessing.context import BaseContext
@@ -61,6 +77,7 @@ SAMPLER_WAIT = 0.001  # Seconds the sampler sleeps while it is too far ahead of 
 POLL_S = 0.2  # How often a blocked process checks on the others.
 JOIN_TIMEOUT_S = 5.  # Children ending by themselves at shutdown, before SIGTERM.
 FAILURE_GRACE_S = 3.  # A child failed: time for the master to notice before it is interrupted.
+RANK_STOP_S = 0.5  # A failed run: optimizer ranks ending by themselves, before SIGTERM.
 N_DOUBLE_BUFFER = 2
 
 ALGO_ASYNC_ATTRIBUTES = ("async_initialize", "optim_initialize", "samples_to_buffer",
@@ -108,11 +125,103 @@ def throttle_schedule(min_steps_learn: int, batch_size: int, updates_per_sync: i
     return throttle_itr, delta_throttle_itr
 
 
+class OptimizerBarrier:
+    """Where the optimizer ranks meet before every ``optimize_agent`` call (``ctrl.opt_throttle``).
+
+    Rank 0 waits until ranks 1.. have arrived, then lets them all go. Unlike a
+    ``multiprocessing.Barrier``, whose last arrival waits for every waiting party
+    to acknowledge its wake-up (forever, for a rank that died waiting), no rank
+    here ever waits on another's acknowledgement: every wait polls, can time out
+    and check on the others, and :meth:`abort` never blocks.
+
+    Args:
+        parties: number of optimizer ranks (at least 2).
+        ctx: multiprocessing context of the ranks' processes.
+    """
+
+    def __init__(self, parties: int, ctx: BaseContext | None = None):
+        if parties < 2:
+            raise ValueError(f"parties must be at least 2 optimizer ranks, got {parties!r}.")
+        ctx = mp.get_context() if ctx is None else ctx
+        self.parties = parties
+        self._arrived = ctx.Semaphore(0)
+        self._go = [ctx.Semaphore(0) for _ in range(parties - 1)]
+        self._broken = ctx.RawValue("b", False)
+        self._n_arrived = 0  # Rank 0's count of arrivals at the current meeting.
+
+    @property
+    def broken(self) -> bool:
+        """Whether :meth:`abort` was called (by any process)."""
+        return bool(self._broken.value)
+
+    def wait(self, rank: int, timeout: float | None = None,
+             check: Callable[[], None] | None = None) -> bool:
+        """Meet the other ranks.
+
+        Args:
+            rank: the caller's optimizer rank.
+            timeout: seconds to wait at most (None: no limit).
+            check: called every POLL_S seconds while waiting (it may raise).
+
+        Returns:
+            True once all ranks met, False if ``timeout`` passed first (rank 0 then
+            keeps the arrivals for its next call; ranks 1.. must not call again).
+
+        Raises:
+            threading.BrokenBarrierError: the barrier was aborted.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if rank == 0:
+            while self._n_arrived < self.parties - 1:
+                if self._wait_for(self._arrived, deadline, check):
+                    self._n_arrived += 1
+                elif deadline is not None and time.monotonic() >= deadline:
+                    return False
+            self._raise_if_broken()
+            self._n_arrived = 0
+            for go in self._go:
+                go.release()
+            return True
+        self._raise_if_broken()
+        self._arrived.release()
+        go = self._go[rank - 1]
+        while not self._wait_for(go, deadline, check):
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+        self._raise_if_broken()
+        return True
+
+    def _wait_for(self, semaphore: Any, deadline: float | None,
+                  check: Callable[[], None] | None) -> bool:
+        """One poll: acquire ``semaphore`` within POLL_S (or until ``deadline``)."""
+        self._raise_if_broken()
+        wait_s = POLL_S if deadline is None else max(0., min(POLL_S, deadline - time.monotonic()))
+        if semaphore.acquire(timeout=wait_s):
+            self._raise_if_broken()
+            return True
+        if check is not None:
+            check()
+        return False
+
+    def _raise_if_broken(self) -> None:
+        if self._broken.value:
+            raise threading.BrokenBarrierError
+
+    def abort(self) -> None:
+        """Break the barrier: every rank waiting on it, now or later, raises
+        ``threading.BrokenBarrierError``."""
+        self._broken.value = True
+        self._arrived.release()
+        for go in self._go:
+            go.release()
+
+
 def build_ctrl(world_size: int = 1, ctx: BaseContext | None = None) -> AttrDict:
     """Shared control objects of one asynchronous run.
 
     Args:
-        world_size: optimizer processes (a barrier joins them when more than one).
+        world_size: optimizer ranks (an :class:`OptimizerBarrier`, ``opt_throttle``,
+            joins them when more than one).
         ctx: multiprocessing context of the children (default: the default context).
 
     Returns:
@@ -130,7 +239,7 @@ def build_ctrl(world_size: int = 1, ctx: BaseContext | None = None) -> AttrDict:
         sample_ready=[ctx.Semaphore(0) for _ in range(N_DOUBLE_BUFFER)],
         sample_copied=[ctx.Semaphore(1) for _ in range(N_DOUBLE_BUFFER)],
         sampler_itr=ctx.Value("l", 0, lock=True),
-        opt_throttle=ctx.Barrier(world_size) if world_size > 1 else None,
+        opt_throttle=OptimizerBarrier(world_size, ctx) if world_size > 1 else None,
         eval_time=ctx.Value("d", 0., lock=True),
         sample_limit_itr=ctx.RawValue("d", math.inf),
         sampler_wait_time=ctx.RawValue("d", 0.),
@@ -146,6 +255,17 @@ def _start_child() -> None:
     die_with_parent()
 
 
+def _master_gone(parent_pid: int | None) -> bool:
+    """Whether the master, pid ``parent_pid`` (None: not watched), has ended. Its pid is
+    checked itself: under forkserver a child's parent is the fork server."""
+    if parent_pid is None or os.getppid() == parent_pid:
+        return False
+    try:
+        return psutil.Process(parent_pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
 def _wait(semaphore: Any, quit_flag: Any, parent_pid: int | None) -> bool:
     """Acquire ``semaphore``; False (not acquired) once ``quit_flag`` is set or the
     master is gone."""
@@ -153,12 +273,6 @@ def _wait(semaphore: Any, quit_flag: Any, parent_pid: int | None) -> bool:
         if quit_flag.value or _master_gone(parent_pid):
             return False
     return True
-
-
-def _master_gone(parent_pid: int | None) -> bool:
-    """Whether the master process has ended (asked by pid: under forkserver a
-    child's parent is the fork server)."""
-    return parent_pid is not None and not psutil.pid_exists(parent_pid)
 
 
 def _wait_for_optimizer(itr: int, ctrl: AttrDict, parent_pid: int | None) -> bool:
@@ -179,11 +293,28 @@ def _wait_for_optimizer(itr: int, ctrl: AttrDict, parent_pid: int | None) -> boo
     return True
 
 
-def _report_error(error_queue: Any, name: str) -> None:
+def _report_error(error_queue: Any, name: str, broke: bool = False) -> None:
+    """Send ``(name, traceback, broke)`` to the master; ``broke``: the error only says
+    that the optimizer ranks' process group broke (some other process failed)."""
     if error_queue is not None:
-        error_queue.put((name, traceback.format_exc()))
+        error_queue.put((name, traceback.format_exc(), broke))
         error_queue.close()
         error_queue.join_thread()
+
+
+def _interrupt_main_thread() -> None:
+    """KeyboardInterrupt in the main thread, as Ctrl-C gives it: a real SIGINT, which also
+    wakes the thread from a blocking wait (a lock, the barrier), where Python handles
+    SIGINT; else only Python's flag (the thread sees it once it runs again)."""
+    if hasattr(signal, "pthread_kill") and callable(signal.getsignal(signal.SIGINT)):
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+    else:
+        _thread.interrupt_main()
+
+
+def _broke_ranks(error: BaseException) -> bool:
+    """Whether ``error`` says that the optimizer ranks' barrier or process group broke."""
+    return isinstance(error, threading.BrokenBarrierError) or _is_collective_error(error)
 
 
 def _sampler_loop(sampler: Any, affinity: dict, ctrl: AttrDict, traj_infos_queue: Any,
@@ -301,6 +432,181 @@ def memory_copier(sample_buffer: Samples, samples_to_buffer: Callable[[Samples],
         raise SystemExit(1) from None
 
 
+def prepare_optimizer_rank(algo: Any, agent: Any, rank: int, world_size: int,
+                           cuda_idx: int | None, group: Any = None) -> None:
+    """Give an optimizer rank its trained copy of the agent and build its optimizer.
+
+    The agent trains a private copy of its shared model (on GPU ``cuda_idx``, or
+    on the CPU), which only :meth:`~rlframe.agents.base.BaseAgent.send_shared_memory`
+    of rank 0 writes back. With several ranks (their process group joined), the
+    models are wrapped in DistributedDataParallel and every rank takes rank 0's
+    agent state, target networks and buffers included. Every rank calls this
+    with the same ``world_size``, in the same order of collectives.
+
+    Args:
+        algo: the algorithm after ``async_initialize``.
+        agent: its agent.
+        rank: this optimizer rank (0: the master).
+        world_size: number of optimizer ranks.
+        cuda_idx: GPU of this rank, or None for the CPU.
+        group: gloo group for the state broadcast (None: the default group).
+    """
+    if cuda_idx is None:
+        agent.async_cpu(share_memory=False)
+    else:
+        agent.to_device(cuda_idx)
+    if world_size > 1:
+        agent.data_parallel()
+        state = agent.state_dict()
+        broadcast_tensors([t for _, t in iter_leaves(state) if isinstance(t, torch.Tensor)],
+                          src=0, group=group)
+        agent.load_state_dict(state)
+    algo.optim_initialize(rank=rank)
+
+
+def _check_optimizer_devices(optimizer: list, name: str) -> None:
+    """Optimizer ranks are all on the CPU (gloo) or each on its own GPU (NCCL)."""
+    cuda_idxs = [opt.get("cuda_idx") for opt in optimizer]
+    on_gpu = [cuda_idx is not None for cuda_idx in cuda_idxs]
+    if any(on_gpu) and not all(on_gpu):
+        raise ValueError(f"{name}: either every optimizer rank has a cuda_idx or none has "
+                         "(the ranks train together on GPUs with NCCL, or on CPUs with gloo); "
+                         f"got affinity['optimizer'] cuda_idx {cuda_idxs}.")
+    if all(on_gpu) and len(set(cuda_idxs)) < len(cuda_idxs):
+        raise ValueError(f"{name}: every optimizer rank needs a GPU of its own (NCCL runs one "
+                         f"rank per GPU); got affinity['optimizer'] cuda_idx {cuda_idxs}.")
+    for rank, cuda_idx in enumerate(cuda_idxs):
+        check_cuda_device(cuda_idx, f"affinity['optimizer'][{rank}]['cuda_idx']")
+
+
+class AsyncOptWorker:
+    """Optimizer rank ``rank >= 1`` of an asynchronous run with several optimizer ranks.
+
+    Draws its own minibatches from the shared replay buffer and trains with the
+    other ranks through DistributedDataParallel; rank 0 alone publishes the
+    parameters, logs and saves snapshots. Before every ``optimize_agent`` call
+    all ranks meet at ``ctrl.opt_throttle``; the worker stops when it passes the
+    barrier with ``ctrl.quit_opt`` set (then it sends rank 0 a digest of its
+    parameters and its number of calls) or when the barrier is broken (the run
+    is stopping). An error of its own goes to ``error_queue`` as
+    ``("optimizer rank <rank>", traceback, broke)`` before it exits with code 1.
+
+    Args:
+        rank: this optimizer rank, ``1 .. world_size - 1``.
+        world_size: number of optimizer ranks (rank 0 is the master).
+        algo: the algorithm after ``async_initialize`` (its replay on shared memory).
+        agent: its agent, with the shared model the sampler reads.
+        n_itr: sampler iterations of the run.
+        affinity: ``affinity["optimizer"][rank]``: ``cpus``, ``torch_threads``,
+            ``cuda_idx`` (None: gloo on the CPU; an int: NCCL on that GPU) and
+            ``set_affinity``.
+        seed: rank 1's seed (the run's seed + 100, as in rlpyt); rank ``r`` is
+            seeded ``seed + 100 * (r - 1)`` (the run's seed + 100 r, as
+            SyncRl's ranks), so that the ranks draw different minibatches.
+        ctrl: the run's :func:`build_ctrl` objects.
+        port: TCP port of rank 0's process group on 127.0.0.1.
+        pg_timeout: seconds a collective may wait for the other ranks.
+        error_queue: where this rank's error goes.
+        parent_pid: the master's pid (the worker stops once it is gone).
+    """
+
+    def __init__(self, rank: int, world_size: int, algo: Any, agent: Any, n_itr: int,
+                 affinity: dict, seed: int, ctrl: AttrDict, port: int,
+                 pg_timeout: float = 1800., error_queue: Any = None,
+                 parent_pid: int | None = None):
+        if not 1 <= rank < world_size:
+            raise ValueError(f"rank must be in [1, world_size={world_size}) for an optimizer "
+                             f"worker (rank 0 is the master), got {rank!r}.")
+        self.rank = rank
+        self.world_size = world_size
+        self.algo = algo
+        self.agent = agent
+        self.n_itr = n_itr
+        self.affinity = affinity
+        self.seed = seed
+        self.ctrl = ctrl
+        self.port = port
+        self.pg_timeout = pg_timeout
+        self.error_queue = error_queue
+        self.parent_pid = parent_pid
+        self.name = f"optimizer rank {rank}"
+        self.optimize_calls = 0
+        self.group: Any = None
+
+    def optimize(self) -> None:
+        """Process entry point: join the ranks, then optimize until the run stops."""
+        _start_child()
+        # Stopped by the master (or with it): end now, even inside a collective.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        # Objects inherited from the master by fork are never collected here: their
+        # destructors may wait on threads that exist only in the master.
+        gc.freeze()
+        quiet = logger.Logger()
+        quiet.disable()
+        failed = False
+        try:
+            with logger.use_logger(quiet):
+                self.startup()
+                if self._optimize_loop():
+                    self._report_to_master()
+        except BaseException as error:  # noqa: BLE001 - reported to the master, then exit 1.
+            stopping = self.ctrl.quit_opt.value or isinstance(error, threading.BrokenBarrierError)
+            if not stopping:
+                failed = True
+                _report_error(self.error_queue, self.name, broke=_is_collective_error(error))
+        finally:
+            self.shutdown()
+        if failed:
+            raise SystemExit(1)
+
+    def startup(self) -> None:
+        """Pin, seed, join the process group, then :func:`prepare_optimizer_rank`."""
+        if self.affinity.get("set_affinity", True):
+            set_cpu_affinity(self.affinity["cpus"])
+        set_torch_threads(self.affinity.get("torch_threads"))
+        set_seed(self.seed + 100 * (self.rank - 1))
+        cuda_idx = self.affinity.get("cuda_idx")
+        if cuda_idx is not None:
+            torch.cuda.set_device(cuda_idx)
+        self.group = init_process_group("gloo" if cuda_idx is None else "nccl", self.rank,
+                                        self.world_size, f"tcp://127.0.0.1:{self.port}",
+                                        self.pg_timeout)
+        prepare_optimizer_rank(self.algo, self.agent, self.rank, self.world_size, cuda_idx,
+                               self.group)
+
+    def _optimize_loop(self) -> bool:
+        """One ``optimize_agent`` call per meeting of the ranks; True when told to quit
+        at a meeting, False when the barrier was broken."""
+        ctrl = self.ctrl
+        while True:
+            try:
+                ctrl.opt_throttle.wait(self.rank, check=self._check_master)
+            except threading.BrokenBarrierError:
+                return False
+            if ctrl.quit_opt.value:
+                return True
+            self.algo.optimize_agent(self.optimize_calls, sampler_itr=ctrl.sampler_itr.value)
+            self.optimize_calls += 1
+
+    def _report_to_master(self) -> None:
+        """This rank's part of rank 0's gather at the end of a run."""
+        summary = dict(optimize_calls=self.optimize_calls,
+                       digest=state_digest(self.agent.state_dict()))
+        gather_objects(summary, dst=0, group=self.group)
+
+    def _check_master(self) -> None:
+        """Break the barrier once the master is gone (Linux also ends this rank with it)."""
+        if _master_gone(self.parent_pid):
+            self.ctrl.opt_throttle.abort()
+
+    def shutdown(self) -> None:
+        """Leave the process group (DDP's reducers go first, while it exists)."""
+        _unwrap_ddp(self.agent)
+        gc.collect()
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
 # ---------------------------------------------------------------------------- runners
 
 class AsyncRlBase(MinibatchRlBase):
@@ -317,8 +623,10 @@ class AsyncRlBase(MinibatchRlBase):
         n_steps: env steps to sample (rounded up to whole log intervals).
         affinity: the asynchronous layout, e.g. ``make_affinity(n_cpu_core=2,
             n_gpu=0, cpu_per_run=2, async_sample=True)``: ``optimizer`` (a list with
-            one dict) and ``sampler`` (a dict; for the GPU-style samplers also a list
-            of dicts, one action-server process each).
+            one dict per optimizer rank, each with ``cpus``; either every dict has
+            an int ``cuda_idx``, one GPU per rank, or none has, and the ranks train
+            on CPUs; rank 0 is this process) and ``sampler`` (a dict; for the
+            GPU-style samplers also a list of dicts, one action-server process each).
         seed: random seed (None: a fresh one); the sampler process uses it too.
         log_interval_steps: sampled env steps between diagnostics rows.
         callbacks: :class:`~rlframe.runners.callbacks.Callback` objects;
@@ -332,6 +640,8 @@ class AsyncRlBase(MinibatchRlBase):
             (default, as rlpyt): the sampler runs free, and on envs that step
             faster than the optimizer trains, far fewer updates are made than
             ``replay_ratio`` allows.
+        pg_timeout: seconds a collective of several optimizer ranks may wait for
+            the others before it fails.
     """
 
     _async = True
@@ -340,18 +650,13 @@ class AsyncRlBase(MinibatchRlBase):
                  affinity: dict, seed: int | None = None,
                  log_interval_steps: int | float = 1e5,
                  callbacks: Sequence[Callback] | None = None, start_method: str | None = None,
-                 sampler_lead_steps: int | float | None = None):
+                 sampler_lead_steps: int | float | None = None, pg_timeout: float = 1800.):
         name = type(self).__name__
         if not isinstance(affinity, dict) or "optimizer" not in affinity:
             raise TypeError(f"{name}: affinity must be an asynchronous affinity dict with "
                             "'optimizer' and 'sampler' entries, e.g. make_affinity(n_cpu_core=2, "
                             f"n_gpu=0, cpu_per_run=2, async_sample=True); got {affinity!r}.")
         check_async_affinity(affinity)
-        if len(affinity["optimizer"]) > 1:
-            raise NotImplementedError(
-                f"{name}: affinity['optimizer'] lists {len(affinity['optimizer'])} optimizer "
-                "processes; only one optimizer (in this process) is supported so far, so "
-                "build the affinity with gpu_per_run=1 (or n_gpu=0).")
         if not isinstance(affinity["sampler"], dict) and not getattr(
                 sampler, "takes_affinity_list", False):
             raise TypeError(
@@ -359,8 +664,7 @@ class AsyncRlBase(MinibatchRlBase):
                 f"(one action server per entry), but {type(sampler).__name__} takes one "
                 "dict; use AsyncGpuSampler or an AsyncAlternatingSampler, or build the "
                 "affinity with sample_gpu_per_run=0 (one sampler dict).")
-        check_cuda_device(affinity["optimizer"][0].get("cuda_idx"),
-                          "affinity['optimizer'][0]['cuda_idx']")
+        _check_optimizer_devices(affinity["optimizer"], name)
         missing = [a for a in ALGO_ASYNC_ATTRIBUTES if not hasattr(algo, a)]
         if missing:
             raise TypeError(
@@ -388,6 +692,10 @@ class AsyncRlBase(MinibatchRlBase):
             raise ValueError(f"sampler_lead_steps must be a positive number of env steps or "
                              f"None (the sampler runs free), got {sampler_lead_steps!r}.")
         self.sampler_lead_steps = sampler_lead_steps
+        if not (isinstance(pg_timeout, (int, float)) and pg_timeout > 0):
+            raise ValueError(f"pg_timeout must be a positive number of seconds, got "
+                             f"{pg_timeout!r}.")
+        self.pg_timeout = float(pg_timeout)
         super().__init__(algo=algo, agent=agent, sampler=sampler, n_steps=n_steps, seed=seed,
                          affinity=affinity, log_interval_steps=log_interval_steps,
                          callbacks=callbacks)
@@ -399,6 +707,14 @@ class AsyncRlBase(MinibatchRlBase):
         self._training = False
         self._monitor: threading.Thread | None = None
         self._original_cpus: list[int] | None = None
+        self.rank, self.world_size = 0, len(affinity["optimizer"])  # Optimizer ranks.
+        self._error_reports: list[tuple[str, str, bool]] = []
+        self._stopped_children: set[str] = set()  # Ended by this process at shutdown.
+        self._init_method: str | None = None  # Where optimizer ranks 1.. meet rank 0.
+        self._opt_group: Any = None  # Gloo group of the ranks' objects (None: the default).
+        self._joined_ranks = False  # This process joined the optimizer ranks' process group.
+        self.rank_digests: list[str] = []  # Parameter digests of the ranks at a run's end.
+        self.rank_optimize_calls: list[int] = []  # optimize_agent calls made by each rank.
 
     # ------------------------------------------------------------------ training
     def train(self) -> None:
@@ -422,6 +738,7 @@ class AsyncRlBase(MinibatchRlBase):
                         break
                     throttle_itr += delta_throttle_itr
                     self._set_sample_limit(throttle_itr)
+                    self._meet_optimizer_ranks()
                     opt_info = self.algo.optimize_agent(itr, sampler_itr=ctrl.sampler_itr.value)
                     self.agent.send_shared_memory()
                     sampler_itr = ctrl.sampler_itr.value
@@ -439,6 +756,8 @@ class AsyncRlBase(MinibatchRlBase):
             self._completed = True
         except BaseException as error:  # Ctrl-C, SIGTERM, a child's failure, ...
             self._training = False
+            if self.world_size > 1 and _broke_ranks(error):
+                self._wait_for_failure(FAILURE_GRACE_S)  # Which rank broke them?
             self.save_final_snapshot(error)
             if self._failure is not None:
                 raise AsyncRlError(self._failure) from error
@@ -450,10 +769,10 @@ class AsyncRlBase(MinibatchRlBase):
         """Sleep until the sampler reaches ``throttle_itr`` (or the run quits), checking
         on the children every ``THROTTLE_WAIT`` s; returns the seconds waited."""
         ctrl = self.ctrl
-        if ctrl.sampler_itr.value >= throttle_itr or ctrl.quit.value:
+        if self._may_optimize(throttle_itr) or ctrl.quit.value:
             return 0.
         start = checked = time.perf_counter()
-        while ctrl.sampler_itr.value < throttle_itr and not ctrl.quit.value:
+        while not self._may_optimize(throttle_itr) and not ctrl.quit.value:
             time.sleep(OPT_POLL_S)
             now = time.perf_counter()
             if now - checked >= THROTTLE_WAIT:
@@ -491,6 +810,8 @@ class AsyncRlBase(MinibatchRlBase):
         self._stop_reason = None
         self._callbacks_started = False
         self._failure = None
+        self._error_reports, self._stopped_children = [], set()
+        self.rank_digests, self.rank_optimize_calls = [], []
         self.last_completed_itr: int | None = None
         self.rank, self.world_size = 0, len(self.affinity["optimizer"])
         if not logger.writes_files():
@@ -532,7 +853,8 @@ class AsyncRlBase(MinibatchRlBase):
         return self.n_itr
 
     def launch_workers(self, n_itr: int) -> None:
-        """Start the sampler process and the two memory copiers (and their watchdog)."""
+        """Start the sampler process, the two memory copiers, the optimizer ranks 1..
+        (several optimizer dicts) and the watchdog of them all."""
         ctx = self.ctx
         self.traj_infos_queue = ctx.Queue()
         self.error_queue = ctx.Queue()
@@ -555,18 +877,47 @@ class AsyncRlBase(MinibatchRlBase):
                 target=memory_copier, name=f"AsyncRl-copier{i}", daemon=True,
                 args=(self.sampler.double_buffer[i], self.algo.samples_to_buffer,
                       self.replay_buffer, copier_ctrl), kwargs=dict(name=name, **common))
+        opt_processes = self._optimizer_rank_processes(n_itr, common)
+        self.processes.update(opt_processes)
         self._training = True
         for process in self.processes.values():
             process.start()
         logger.log("Started the sampler and memory copier processes (pids "
-                   f"{[p.pid for p in self.processes.values()]}).")
+                   f"{[p.pid for name, p in self.processes.items() if name not in opt_processes]}"
+                   ").")
+        if opt_processes:
+            logger.log(f"Started optimizer ranks 1..{self.world_size - 1} (pids "
+                       f"{[p.pid for p in opt_processes.values()]}); process group at "
+                       f"{self._init_method}.")
         self._monitor = threading.Thread(target=self._watch_children, daemon=True,
                                          name="AsyncRl-monitor")
         self._monitor.start()
 
+    def _optimizer_rank_processes(self, n_itr: int, common: dict) -> dict[str, Any]:
+        """The (unstarted) processes of optimizer ranks 1.., keyed by name."""
+        if self.world_size == 1:
+            return {}
+        opt_affinities = self.affinity["optimizer"]
+        first_cpu = opt_affinities[0]["cpus"]
+        first_cpu = first_cpu if isinstance(first_cpu, int) else first_cpu[0]
+        port = find_port(offset=first_cpu % 100)
+        self._init_method = f"tcp://127.0.0.1:{port}"
+        processes = {}
+        for rank in range(1, self.world_size):
+            pin = (self.affinity.get("set_affinity", True)
+                   and opt_affinities[rank].get("set_affinity", True))
+            worker = AsyncOptWorker(rank, self.world_size, self.algo, self.agent, n_itr,
+                                    affinity={**opt_affinities[rank], "set_affinity": pin},
+                                    seed=self.seed + 100, ctrl=self.ctrl, port=port,
+                                    pg_timeout=self.pg_timeout, **common)
+            processes[worker.name] = self.ctx.Process(target=worker.optimize, daemon=True,
+                                                      name=f"AsyncRl-opt{rank}")
+        return processes
+
     def optim_startup(self) -> tuple[int, float]:
-        """Pin this process to the optimizer's CPUs, place the agent, build the optimizer;
-        returns ``(throttle_itr, delta_throttle_itr)``."""
+        """Pin this process to the optimizer's CPUs, join the other optimizer ranks (if
+        any), place the agent, build the optimizer; returns ``(throttle_itr,
+        delta_throttle_itr)``."""
         opt_affinity = self.affinity["optimizer"][0]
         process = psutil.Process()
         if hasattr(process, "cpu_affinity"):
@@ -576,16 +927,65 @@ class AsyncRlBase(MinibatchRlBase):
         n_threads = set_torch_threads(opt_affinity.get("torch_threads"))
         logger.log(f"Optimizer CPUs {opt_affinity['cpus']}, Torch threads {n_threads}.")
         cuda_idx = opt_affinity.get("cuda_idx")
-        if cuda_idx is None:
-            # Train a private copy: the sampler then reads the shared model only as
-            # send_shared_memory() writes it (under its lock), never mid-update.
-            self.agent.async_cpu(share_memory=False)
-        else:
-            self.agent.to_device(cuda_idx)
-        self.algo.optim_initialize(rank=0)
+        if self.world_size > 1:
+            self._opt_group = self._join_optimizer_ranks(cuda_idx)
+        # A private copy: the sampler reads the shared model only as send_shared_memory()
+        # writes it (under its lock), never mid-update.
+        prepare_optimizer_rank(self.algo, self.agent, 0, self.world_size, cuda_idx,
+                               self._opt_group)
         self.min_itr_learn = getattr(self.algo, "min_itr_learn", 0)
         self.initialize_logging()
         return self.throttle_itr, self.delta_throttle_itr
+
+    def _join_optimizer_ranks(self, cuda_idx: int | None) -> Any:
+        """Join the optimizer ranks' process group as rank 0; returns the gloo group for
+        objects (None: the default group is gloo). Joins in a thread, so that a child
+        failing meanwhile stops the run instead of leaving this process waiting for
+        ``pg_timeout``."""
+        if dist.is_initialized():
+            raise RuntimeError(f"{type(self).__name__} with {self.world_size} optimizer ranks "
+                               "starts a torch.distributed process group of its own, but this "
+                               "process already has one; destroy it first.")
+        backend = "gloo" if cuda_idx is None else "nccl"
+        if cuda_idx is not None:
+            torch.cuda.set_device(cuda_idx)
+        result: dict[str, Any] = {}
+
+        def join() -> None:
+            try:
+                result["group"] = init_process_group(backend, 0, self.world_size,
+                                                     self._init_method, self.pg_timeout)
+            except BaseException as error:  # noqa: BLE001 - re-raised in the main thread.
+                result["error"] = error
+        thread = threading.Thread(target=join, daemon=True, name="AsyncRl-join")
+        thread.start()
+        while thread.is_alive():
+            thread.join(POLL_S)
+            self._raise_if_failed()
+        if "error" in result:
+            raise result["error"]
+        self._joined_ranks = True
+        logger.log(f"Joined the process group of {self.world_size} optimizer ranks as rank 0 "
+                   f"(backend {backend}).")
+        return result["group"]
+
+    def _may_optimize(self, throttle_itr: float) -> bool:
+        """Whether the sampler passed ``throttle_itr``; with several optimizer ranks, also
+        whether the replay can be sampled: then every rank trains in the coming call (the
+        replay only fills), where DistributedDataParallel needs all of them in each update."""
+        if self.ctrl.sampler_itr.value < throttle_itr:
+            return False
+        return self.world_size == 1 or self.replay_buffer.can_sample()
+
+    def _meet_optimizer_ranks(self) -> None:
+        """With several optimizer ranks: wait until every rank is ready for the next call."""
+        if self.ctrl.opt_throttle is not None:
+            self.ctrl.opt_throttle.wait(0, check=self._raise_if_failed)
+
+    def _optimizer_ranks(self) -> list[tuple[str, Any]]:
+        """``(name, process)`` of optimizer ranks 1.."""
+        return [(name, p) for name, p in self.processes.items()
+                if name.startswith("optimizer rank")]
 
     def _set_sample_limit(self, throttle_itr: float) -> None:
         """Let the sampler run up to ``sampler_lead_itrs`` past the optimizer's next mark."""
@@ -594,56 +994,84 @@ class AsyncRlBase(MinibatchRlBase):
 
     # ------------------------------------------------------------------ failures
     def _find_failure(self) -> str | None:
-        """A message naming the child that failed, if one did: its own report first,
-        then a child that died without one."""
-        reports = drain_queue(self.error_queue) if self.error_queue is not None else []
-        if not reports:
-            # A child ends with code 0 only after the run's quit flag is set.
-            quitting = self.ctrl is None or self.ctrl.quit.value
-            dead = [(name, p) for name, p in self.processes.items()
-                    if p.exitcode is not None and (p.exitcode != 0 or not quitting)]
-            if not dead:
-                return None
+        """A message naming the child that failed, if one did: its own report first, then
+        a child that died without one, then an optimizer rank that only saw the ranks'
+        process group break (when another process failed)."""
+        self._collect_reports()
+        dead = self._dead_unreported()
+        if dead and not any(not broke for _, _, broke in self._error_reports):
             time.sleep(0.2)  # Its report may still be in the pipe.
-            reports = drain_queue(self.error_queue)
-            if not reports:
-                name, p = dead[0]
-                code = p.exitcode
-                if code == 0 and (self.ctrl is None or self.ctrl.quit.value):
-                    return None  # It ended because the run was ending after all.
-                how = (f"was killed by signal {-code}" if code < 0 else
-                       f"exited with code {code}" if code else
-                       "exited (code 0) before the run ended")
-                return f"the {name} process (pid {p.pid}) {how}."
-        name, text = reports[0]
-        return f"the {name} process failed:\n{text}"
+            self._collect_reports()
+            dead = self._dead_unreported()
+        own = [(name, text) for name, text, broke in self._error_reports if not broke]
+        if own:
+            return f"the {own[0][0]} process failed:\n{own[0][1]}"
+        if dead:
+            name, p = dead[0]
+            code = p.exitcode
+            how = (f"was killed by signal {-code}" if code < 0 else
+                   f"exited with code {code}" if code else "exited (code 0) before the run ended")
+            return f"the {name} process (pid {p.pid}) {how}."
+        if self._error_reports:
+            name, text, _ = self._error_reports[0]
+            return f"the {name} process failed as the optimizer ranks' process group broke:\n{text}"
+        return None
+
+    def _collect_reports(self) -> None:
+        """Keep the children's error reports (the watchdog and this thread both read them)."""
+        if self.error_queue is not None:
+            self._error_reports.extend(drain_queue(self.error_queue))
+
+    def _dead_unreported(self) -> list[tuple[str, Any]]:
+        """Children that ended in failure without a report: a non-zero exit code, or a
+        child that left before it was told to (the others would wait for it): an
+        optimizer rank before ``quit_opt``, the sampler or a copier before ``quit``."""
+        reported = {name for name, _, _ in self._error_reports} | self._stopped_children
+        ctrl = self.ctrl
+        ranks_quit = ctrl is None or bool(ctrl.quit_opt.value)
+        run_quit = ctrl is None or bool(ctrl.quit.value)
+
+        def told_to_quit(name: str) -> bool:
+            return ranks_quit if name.startswith("optimizer rank") else run_quit
+
+        return [(name, p) for name, p in self.processes.items()
+                if name not in reported and p.exitcode is not None
+                and (p.exitcode != 0 or not told_to_quit(name))]
 
     def _watch_children(self) -> None:
-        """Watchdog thread: record a child's failure; interrupt the master if it has not
-        noticed within FAILURE_GRACE_S (e.g. it is blocked)."""
+        """Watchdog thread: record a child's failure and break the optimizer ranks' barrier
+        (ranks waiting there stop); interrupt the master if it has not noticed within
+        FAILURE_GRACE_S (e.g. it is blocked)."""
         while self._training:
             failure = self._find_failure()
             if failure is not None:
                 self._failure = failure
+                ctrl = self.ctrl
+                if ctrl is not None and ctrl.opt_throttle is not None:
+                    ctrl.opt_throttle.abort()
                 deadline = time.time() + FAILURE_GRACE_S
                 while self._training and time.time() < deadline:
                     time.sleep(0.05)
                 if self._training:
                     logger.log(f"ERROR: {failure} Stopping the run.")
-                    _thread.interrupt_main()
+                    _interrupt_main_thread()
                 return
             time.sleep(0.1)
 
-    def _raise_if_failed(self, wait_s: float = 0.) -> None:
+    def _wait_for_failure(self, wait_s: float = 0.) -> str | None:
+        """The failure of a child, waiting up to ``wait_s`` seconds for one to show."""
         deadline = time.time() + wait_s
         while True:
             if self._failure is None and (self._monitor is None or not self._monitor.is_alive()):
                 self._failure = self._find_failure()
-            if self._failure is not None:
-                raise AsyncRlError(self._failure)
-            if time.time() >= deadline:
-                return
+            if self._failure is not None or time.time() >= deadline:
+                return self._failure
             time.sleep(0.05)
+
+    def _raise_if_failed(self, wait_s: float = 0.) -> None:
+        failure = self._wait_for_failure(wait_s)
+        if failure is not None:
+            raise AsyncRlError(failure)
 
     def _drain_one_evaluation(self) -> list:
         """Block until one evaluation's TrajInfos (up to its ``None``) arrived."""
@@ -678,12 +1106,17 @@ class AsyncRlBase(MinibatchRlBase):
             self.ctrl.quit.value = True
             for semaphore in self.ctrl.sample_ready + self.ctrl.sample_copied:
                 semaphore.release()
+        self._stop_optimizer_ranks()
         deadline = time.time() + JOIN_TIMEOUT_S
         for process in self.processes.values():
             # Keep the queue drained: a child blocked flushing it cannot exit.
             while process.is_alive() and time.time() < deadline:
                 drain_queue(self.traj_infos_queue)
                 process.join(0.05)
+        if self._failure is None and not getattr(self, "_completed", False):
+            failure = self._find_failure() if self.error_queue is not None else None
+            if failure is not None:
+                logger.log(f"ERROR: {failure}")
         for process in self.processes.values():
             if process.is_alive():
                 process.terminate()
@@ -691,10 +1124,6 @@ class AsyncRlBase(MinibatchRlBase):
             if process.is_alive():
                 process.kill()
                 process.join()
-        if self._failure is None and not getattr(self, "_completed", False):
-            failure = self._find_failure() if self.error_queue is not None else None
-            if failure is not None:
-                logger.log(f"ERROR: {failure}")
         for q in (self.traj_infos_queue, self.error_queue):
             if q is not None:
                 drain_queue(q)
@@ -707,6 +1136,68 @@ class AsyncRlBase(MinibatchRlBase):
         # Named semaphores (spawn, forkserver) are unlinked when collected.
         self.ctrl = None
         self._monitor = None
+
+    def _stop_optimizer_ranks(self) -> None:
+        """Tell ranks 1.. to quit, then leave the process group. After a completed run
+        they meet this rank once more, send their parameter digests and call counts
+        (``rank_digests``, ``rank_optimize_calls``) and end by themselves; otherwise
+        the barrier is broken, and ranks still there after RANK_STOP_S (waiting in a
+        collective for this one) are terminated."""
+        ctrl = self.ctrl
+        if ctrl is None or ctrl.opt_throttle is None:
+            return
+        ctrl.quit_opt.value = True
+        completed = getattr(self, "_completed", False) and self._failure is None
+        ranks = self._optimizer_ranks()
+        if completed and self._joined_ranks and self._meet_to_quit():
+            self._gather_rank_summaries()
+            deadline = time.time() + JOIN_TIMEOUT_S
+            for _, process in ranks:
+                process.join(max(0., deadline - time.time()))
+        else:
+            ctrl.opt_throttle.abort()
+            # Ranks waiting in a collective for this one stay there (destroying the process
+            # group does not close its connections): their work is discarded, so end them.
+            deadline = time.time() + RANK_STOP_S
+            for name, process in ranks:
+                process.join(max(0., deadline - time.time()))
+                if process.is_alive():
+                    self._stopped_children.add(name)
+                    process.terminate()
+        _unwrap_ddp(self.agent)
+        gc.collect()  # DDP's reducers go while their process group still exists.
+        if self._joined_ranks:
+            dist.destroy_process_group()
+            self._joined_ranks = False
+        self._opt_group = None
+
+    def _meet_to_quit(self) -> bool:
+        """Meet ranks 1.. (waiting with ``quit_opt`` set) for the last time."""
+        try:
+            met = self.ctrl.opt_throttle.wait(0, timeout=JOIN_TIMEOUT_S)
+        except threading.BrokenBarrierError:
+            met = False
+        if not met:
+            logger.log("WARNING: optimizer ranks 1.. did not meet rank 0 at the end of the run "
+                       f"within {JOIN_TIMEOUT_S} s; stopping them.")
+        return met
+
+    def _gather_rank_summaries(self) -> None:
+        """Every rank's number of optimize_agent calls and parameter digest, on rank 0."""
+        n_calls = 0 if self.last_completed_itr is None else self.last_completed_itr + 1
+        summary = dict(optimize_calls=n_calls, digest=state_digest(self.agent.state_dict()))
+        try:
+            gathered = gather_objects(summary, dst=0, group=self._opt_group)
+        except Exception as error:  # noqa: BLE001 - a rank failing at the very end.
+            logger.log(f"WARNING: could not gather the optimizer ranks' parameter digests "
+                       f"({type(error).__name__}: {error}).")
+            return
+        self.rank_optimize_calls = [item["optimize_calls"] for item in gathered]
+        self.rank_digests = [item["digest"] for item in gathered]
+        differ = [r for r, d in enumerate(self.rank_digests) if d != self.rank_digests[0]]
+        if differ:
+            logger.log(f"WARNING: the agent's parameters on optimizer rank(s) {differ} differ "
+                       "from rank 0's (a parameter trained outside DistributedDataParallel?).")
 
     # ------------------------------------------------------------------ logging
     def get_itr_snapshot(self, itr: int, sampler_itr: int | None = None) -> dict:
@@ -771,7 +1262,8 @@ class AsyncRlBase(MinibatchRlBase):
             logger.record_tabular("CumTime (s)", self._cum_time)
             logger.record_tabular("CumSteps", cum_samples)
             logger.record_tabular("CumUpdates", self.algo.update_counter)
-            logger.record_tabular("ReplayRatio", new_updates * batch_size * ws / max(1, new_samples))
+            logger.record_tabular("ReplayRatio",
+                                  new_updates * batch_size * ws / max(1, new_samples))
             logger.record_tabular("CumReplayRatio",
                                   self.algo.update_counter * batch_size * ws / max(1, cum_samples))
             logger.record_tabular("StepsPerSecond", new_samples / elapsed)
