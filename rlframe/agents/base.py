@@ -73,6 +73,17 @@ _NO_FORWARD_BUFFER_SYNC = ({"forward_sync_buffers": False}
                            else {"broadcast_buffers": False})
 
 
+def unwrap_ddp(agent: BaseAgent) -> None:
+    """Give the agent back its plain models once the process group is gone."""
+    for name, value in list(vars(agent).items()):
+        if isinstance(value, DDP):
+            setattr(agent, name, value.module)
+    if hasattr(agent, "_ddp"):
+        agent._ddp = False
+    if hasattr(agent, "_target_pairs"):
+        agent._target_pairs = None
+
+
 def wrap_ddp(model: torch.nn.Module, device: torch.device) -> DDP:
     """``model`` in DistributedDataParallel on ``device`` (CPU: no device ids, gloo).
 

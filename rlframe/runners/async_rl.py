@@ -51,13 +51,13 @@ import psutil
 import torch
 import torch.distributed as dist
 
+from rlframe.agents.base import unwrap_ddp
 from rlframe.runners.callbacks import Callback
 from rlframe.runners.minibatch_rl import MinibatchRlBase
-from rlframe.runners.sync_rl import _is_collective_error, _unwrap_ddp
 from rlframe.utils.checks import positive_int
 from rlframe.utils.collections import AttrDict, iter_leaves
 from rlframe.utils.distributed import (broadcast_tensors, gather_objects, init_process_group,
-                                       state_digest)
+                                       is_collective_error, state_digest)
 from rlframe.utils.launching.pinning import (check_async_affinity, check_cuda_device,
                                              set_cpu_affinity, set_torch_threads)
 from rlframe.utils.logging import logger
@@ -314,7 +314,7 @@ def _interrupt_main_thread() -> None:
 
 def _broke_ranks(error: BaseException) -> bool:
     """Whether ``error`` says that the optimizer ranks' barrier or process group broke."""
-    return isinstance(error, threading.BrokenBarrierError) or _is_collective_error(error)
+    return isinstance(error, threading.BrokenBarrierError) or is_collective_error(error)
 
 
 def _sampler_loop(sampler: Any, affinity: dict, ctrl: AttrDict, traj_infos_queue: Any,
@@ -553,7 +553,7 @@ class AsyncOptWorker:
             stopping = self.ctrl.quit_opt.value or isinstance(error, threading.BrokenBarrierError)
             if not stopping:
                 failed = True
-                _report_error(self.error_queue, self.name, broke=_is_collective_error(error))
+                _report_error(self.error_queue, self.name, broke=is_collective_error(error))
         finally:
             self.shutdown()
         if failed:
@@ -601,7 +601,7 @@ class AsyncOptWorker:
 
     def shutdown(self) -> None:
         """Leave the process group (DDP's reducers go first, while it exists)."""
-        _unwrap_ddp(self.agent)
+        unwrap_ddp(self.agent)
         gc.collect()
         if dist.is_initialized():
             dist.destroy_process_group()
@@ -1164,7 +1164,7 @@ class AsyncRlBase(MinibatchRlBase):
                 if process.is_alive():
                     self._stopped_children.add(name)
                     process.terminate()
-        _unwrap_ddp(self.agent)
+        unwrap_ddp(self.agent)
         gc.collect()  # DDP's reducers go while their process group still exists.
         if self._joined_ranks:
             dist.destroy_process_group()

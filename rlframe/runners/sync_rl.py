@@ -28,18 +28,18 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel as DDP
 
+from rlframe.agents.base import unwrap_ddp
 from rlframe.runners.minibatch_rl import MinibatchRl, MinibatchRlEval
 from rlframe.samplers.collections import BatchSpec
+from rlframe.utils.collections import iter_leaves
 from rlframe.utils.distributed import (broadcast_object, broadcast_tensors, gather_objects,
-                                       init_process_group, state_digest, torchrun_env)
+                                       init_process_group, is_collective_error, state_digest,
+                                       torchrun_env)
 from rlframe.utils.launching.pinning import check_affinity, check_cuda_device
 from rlframe.utils.logging import logger
 from rlframe.utils.seed import make_seed
-from rlframe.utils.collections import iter_leaves
-from rlframe.utils.synchronize import (check_start_method, die_with_parent, drain_queue,
-                                       find_port)
+from rlframe.utils.synchronize import check_start_method, die_with_parent, drain_queue, find_port
 
 BATCH_SCALINGS = ("weak", "strong")
 JOIN_TIMEOUT_S = 30.  # Ranks 1.. finishing after rank 0 at the end of a run.
@@ -195,7 +195,7 @@ class SyncRlMixin:
             super().train()
         except BaseException as error:
             failure = self._failure
-            if failure is None and self.rank > 0 and _is_collective_error(error):
+            if failure is None and self.rank > 0 and is_collective_error(error):
                 first_line = str(error).splitlines()[0] if str(error) else ""
                 failure = (f"rank {self.rank}: another rank failed or stopped, so the "
                            f"process group broke ({type(error).__name__}: {first_line})")
@@ -378,7 +378,7 @@ class SyncRlMixin:
         completed = getattr(self, "_completed", False)
         error = getattr(self, "_ending_error", None)
         if (self.rank == 0 and self.workers and self._failure is None
-                and error is not None and _is_collective_error(error)):
+                and error is not None and is_collective_error(error)):
             self._failure = self._find_failure(wait_s=5.)
         try:
             super().shutdown()
@@ -386,7 +386,7 @@ class SyncRlMixin:
             self._training = False
             if self.rank == 0 and completed:
                 self._stop_workers(join_s=JOIN_TIMEOUT_S)  # They end by themselves.
-            _unwrap_ddp(self.agent)
+            unwrap_ddp(self.agent)
             gc.collect()  # DDP's reducers go while their process group still exists.
             if dist.is_initialized():
                 # Closes this rank's connections: ranks waiting in a collective get an error.
@@ -493,28 +493,7 @@ def run_sync_rank(runner: SyncRlMixin, rank: int, init_method: str, error_queue:
         if not isinstance(error, (KeyboardInterrupt, SystemExit)):
             cause = error.__cause__ if isinstance(error, SyncRlError) else error
             error_queue.put((rank, traceback.format_exc(),
-                             cause is not None and _is_collective_error(cause)))
+                             cause is not None and is_collective_error(cause)))
         error_queue.close()
         error_queue.join_thread()
         raise SystemExit(1) from None
-
-
-def _is_collective_error(error: BaseException) -> bool:
-    """Whether ``error`` looks like a broken process group (a peer died or timed out)."""
-    if isinstance(error, getattr(dist, "DistError", ())):
-        return True
-    text = str(error)
-    return isinstance(error, RuntimeError) and any(
-        word in text for word in ("gloo", "Connection reset", "Connection closed", "NCCL",
-                                  "Timed out", "timed out", "Broken pipe"))
-
-
-def _unwrap_ddp(agent: Any) -> None:
-    """Give the agent back its plain models once the process group is gone."""
-    for name, value in list(vars(agent).items()):
-        if isinstance(value, DDP):
-            setattr(agent, name, value.module)
-    if hasattr(agent, "_ddp"):
-        agent._ddp = False
-    if hasattr(agent, "_target_pairs"):
-        agent._target_pairs = None

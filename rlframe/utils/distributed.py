@@ -118,3 +118,13 @@ def state_digest(state: Any) -> str:
             digest.update(leaf.detach().cpu().reshape(-1).contiguous().view(torch.uint8)
                           .numpy().tobytes())
     return digest.hexdigest()
+
+
+def is_collective_error(error: BaseException) -> bool:
+    """Whether ``error`` looks like a broken process group (a peer died or timed out)."""
+    if isinstance(error, getattr(dist, "DistError", ())):
+        return True
+    text = str(error)
+    return isinstance(error, RuntimeError) and any(
+        word in text for word in ("gloo", "Connection reset", "Connection closed", "NCCL",
+                                  "Timed out", "timed out", "Broken pipe"))
