@@ -4,6 +4,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -52,3 +53,31 @@ def running_script(script, *args, cwd):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def start_script(args, cwd, env=None):
+    """Start ``args`` (e.g. ``[sys.executable, script, ...]``) in a session of its own,
+    output piped, this repository first on PYTHONPATH, and SIGINT taken as a terminal
+    delivers it (a test may then signal the whole process group, as Ctrl-C does)."""
+    env = dict(os.environ if env is None else env)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO, env.get("PYTHONPATH")) if p)
+    return subprocess.Popen(args, cwd=cwd, env=env, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True,
+                            preexec_fn=_restore_default_sigint)
+
+
+def wait_for_line(process, text, timeout=90.):
+    """Read the process's output until a line holds ``text``; returns all lines read."""
+    lines = []
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if text in line:
+            return lines
+    raise AssertionError(f"no line with {text!r} in:\n{''.join(lines[-30:])}")

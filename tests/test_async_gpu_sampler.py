@@ -7,7 +7,6 @@ import gc
 import multiprocessing as mp
 import os
 import signal
-import subprocess
 import sys
 import textwrap
 import time
@@ -16,10 +15,10 @@ import psutil
 import pytest
 import torch
 from async_helpers import FailingGpuSampler, RecordingGpuSampler, slow_env
-from conftest import read_csv, run_dirs
+from conftest import read_csv, run_dirs, start_script
 from samplers_helpers import CrashingEnv, GreedyAgent, flat_leaves, worker_children
-from test_async_rl import (AFFINITY, REPO, PublishedDigests, cartpole_agent, cartpole_dqn,
-                           running_tree, shm_entries)
+from test_async_rl import (AFFINITY, PublishedDigests, cartpole_agent, cartpole_dqn, running_tree,
+                           shm_entries)
 
 from rlframe.agents.pg.categorical import CategoricalPgAgent, RecurrentCategoricalPgAgent
 from rlframe.envs.gym import make as gym_make
@@ -369,7 +368,7 @@ def test_ctrl_c_and_sigterm_stop_every_process(tmp_path, signum, start_method):
     the sampler process, both action servers and their four workers."""
     script = tmp_path / "gpu_script.py"
     script.write_text(SCRIPT.format(tests=os.path.dirname(os.path.abspath(__file__))))
-    process = start_script(script, start_method, cwd=tmp_path)
+    process = start_script([sys.executable, str(script), start_method], cwd=tmp_path)
     _, tree = running_tree(process)
     # Copiers, sampler, servers, workers; under forkserver also the sampler's and each
     # server's fork server.
@@ -391,15 +390,6 @@ def test_ctrl_c_and_sigterm_stop_every_process(tmp_path, signum, start_method):
     assert not alive, [p.pid for p in alive]
     assert process.returncode != 0 and "RUN ENDED NORMALLY" not in output
     assert_gone(ours)
-
-
-def start_script(script, *args, cwd):
-    """``python script *args`` in a new session, so that the test can signal its process
-    group (the script takes Ctrl-C even when the tests run in the background)."""
-    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.Popen([sys.executable, str(script), *args], cwd=cwd, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
 
 
 def wait_for_processes(root, n, timeout=60.):

@@ -3,7 +3,6 @@ from the one shared replay, and a failed, killed or interrupted run stops every 
 import os
 import re
 import signal
-import subprocess
 import sys
 import textwrap
 import threading
@@ -12,8 +11,9 @@ import time
 import psutil
 import pytest
 from async_helpers import params_digest
+from conftest import start_script, wait_for_line
 from test_async_rl import (Rows, _running, cartpole_agent, cartpole_dqn, cartpole_sampler,
-                           shm_entries, wait_for_line)
+                           shm_entries)
 
 from rlframe.runners.async_rl import AsyncRl, OptimizerBarrier
 from rlframe.samplers.async_.serial_sampler import AsyncSerialSampler
@@ -22,7 +22,6 @@ from rlframe.utils.launching.affinity import make_affinity
 from rlframe.utils.logging.context import logger_context
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(TESTS)
 LEAD_STEPS = 1024
 
 
@@ -163,14 +162,6 @@ def _restore_default_sigint():
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def start_script(script, mode, cwd):
-    """The script in a session of its own, taking Ctrl-C as a terminal would deliver it."""
-    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.Popen([sys.executable, str(script), mode], cwd=cwd, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True, preexec_fn=_restore_default_sigint)
-
-
 def running_ranks(process):
     """``(rank 1's pid, the script's process tree)`` once the ranks train."""
     lines = wait_for_line(process, "Started optimizer ranks 1..1")
@@ -210,7 +201,7 @@ def assert_all_gone(process, tree, timeout):
     ("fail_rank0", "boom in optimizer rank 0")])
 def test_an_exception_in_a_rank_stops_every_process(script, in_tmp_cwd, mode, message):
     """Rank 1's error is reported by name; rank 0's own error is not blamed on rank 1."""
-    process = start_script(script, mode, cwd=in_tmp_cwd)
+    process = start_script([sys.executable, str(script), mode], cwd=in_tmp_cwd)
     _, tree = running_ranks(process)
     rank = mode[-1]
     wait_for_line(process, f"OPTIMIZER RANK {rank} RAISES")
@@ -227,7 +218,7 @@ def test_an_exception_in_a_rank_stops_every_process(script, in_tmp_cwd, mode, me
 
 @pytest.mark.timeout(120)
 def test_a_killed_rank_is_named(script, in_tmp_cwd):
-    process = start_script(script, "normal", cwd=in_tmp_cwd)
+    process = start_script([sys.executable, str(script), "normal"], cwd=in_tmp_cwd)
     rank1_pid, tree = running_ranks(process)
     wait_for_line(process, "CumUpdates")  # Training.
     psutil.Process(rank1_pid).send_signal(signal.SIGKILL)
@@ -239,7 +230,7 @@ def test_a_killed_rank_is_named(script, in_tmp_cwd):
 
 @pytest.mark.timeout(120)
 def test_ctrl_c_stops_every_rank(script, in_tmp_cwd):
-    process = start_script(script, "normal", cwd=in_tmp_cwd)
+    process = start_script([sys.executable, str(script), "normal"], cwd=in_tmp_cwd)
     _, tree = running_ranks(process)
     wait_for_line(process, "CumUpdates")
     os.killpg(process.pid, signal.SIGINT)

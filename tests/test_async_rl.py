@@ -3,7 +3,6 @@ learning, parameter hand-over, the throttle schedule, and shutdown in every way 
 import math
 import os
 import signal
-import subprocess
 import sys
 import textwrap
 import time
@@ -12,14 +11,15 @@ import psutil
 import pytest
 import torch
 from async_helpers import RecordingSerialSampler, params_digest, slow_env
+from conftest import start_script, wait_for_line
 
 from rlframe.agents.dqn.dqn_agent import DqnAgent
 from rlframe.agents.pg.categorical import CategoricalPgAgent
 from rlframe.agents.qpg.sac_agent import SacAgent
-from rlframe.envs.gym import make as gym_make
 from rlframe.algos.dqn.dqn import DQN
 from rlframe.algos.pg.ppo import PPO
 from rlframe.algos.qpg.sac import SAC
+from rlframe.envs.gym import make as gym_make
 from rlframe.runners.async_rl import (AsyncRl, AsyncRlEval, async_n_itr, build_ctrl,
                                       throttle_schedule)
 from rlframe.runners.callbacks import Callback, StopAtReturn
@@ -31,7 +31,6 @@ from rlframe.utils.launching.affinity import make_affinity
 from rlframe.utils.logging.context import logger_context
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(TESTS)
 # 2 cores: the optimizer on core 0, the sampler (and its worker) on core 1.
 AFFINITY = dict(run_slot=0, n_cpu_core=2, n_gpu=0, async_sample=True)
 # CartPole steps in microseconds: the sampler would outrun this optimizer by far, so
@@ -415,26 +414,6 @@ def script(tmp_path):
     return path
 
 
-def start_script(script, *args, cwd):
-    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.Popen([sys.executable, str(script), *args], cwd=cwd, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-
-
-def wait_for_line(process, text, timeout=60.):
-    lines = []
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-        if text in line:
-            return lines
-    raise AssertionError(f"no line with {text!r} in:\n{''.join(lines[-30:])}")
-
-
 def shm_entries():
     return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
 
@@ -478,7 +457,8 @@ def running_tree(process):
 @pytest.mark.parametrize("sampler_name", ["serial", "cpu"])
 def test_normal_end_releases_everything(script, in_tmp_cwd, sampler_name):
     shm_before = shm_entries()
-    process = start_script(script, "normal", sampler_name, "4096", cwd=in_tmp_cwd)
+    process = start_script([sys.executable, str(script), "normal", sampler_name, "4096"],
+                           cwd=in_tmp_cwd)
     _, tree = running_tree(process)
     assert len(tree) >= (5 if sampler_name == "cpu" else 4)
     output = assert_all_gone(process, tree, shm_before, timeout=60.)
@@ -491,7 +471,7 @@ def test_normal_end_releases_everything(script, in_tmp_cwd, sampler_name):
 def test_ctrl_c_and_sigterm_stop_every_process(script, in_tmp_cwd, signum):
     """SIGINT to the process group (Ctrl-C in a terminal) or SIGTERM to the master."""
     shm_before = shm_entries()
-    process = start_script(script, "normal", "cpu", "1e7", cwd=in_tmp_cwd)
+    process = start_script([sys.executable, str(script), "normal", "cpu", "1e7"], cwd=in_tmp_cwd)
     _, tree = running_tree(process)
     if signum == signal.SIGINT:
         os.killpg(process.pid, signum)
@@ -507,7 +487,7 @@ def test_ctrl_c_and_sigterm_stop_every_process(script, in_tmp_cwd, signum):
     ("fail_sampler", "the sampler process failed", "boom in the sampler")])
 def test_an_exception_stops_every_process(script, in_tmp_cwd, mode, name, message):
     shm_before = shm_entries()
-    process = start_script(script, mode, "cpu", "1e7", cwd=in_tmp_cwd)
+    process = start_script([sys.executable, str(script), mode, "cpu", "1e7"], cwd=in_tmp_cwd)
     _, tree = running_tree(process)
     output = assert_all_gone(process, tree, shm_before, timeout=60.)
     assert process.returncode != 0
@@ -520,7 +500,8 @@ def test_sampler_ending_early_without_error_is_named(script, in_tmp_cwd):
     """A sampler process that exits with code 0 before its last iteration (and so
     never sets the quit flag) must not leave the optimizer waiting for it."""
     shm_before = shm_entries()
-    process = start_script(script, "exit0_sampler", "serial", "1e7", cwd=in_tmp_cwd)
+    process = start_script([sys.executable, str(script), "exit0_sampler", "serial", "1e7"],
+                           cwd=in_tmp_cwd)
     _, tree = running_tree(process)
     output = assert_all_gone(process, tree, shm_before, timeout=30.)
     assert process.returncode != 0
@@ -530,7 +511,7 @@ def test_sampler_ending_early_without_error_is_named(script, in_tmp_cwd):
 @pytest.mark.timeout(120)
 def test_killed_copier_is_named(script, in_tmp_cwd):
     shm_before = shm_entries()
-    process = start_script(script, "normal", "serial", "1e7", cwd=in_tmp_cwd)
+    process = start_script([sys.executable, str(script), "normal", "serial", "1e7"], cwd=in_tmp_cwd)
     lines, tree = running_tree(process)
     pids = [int(pid) for pid in lines[-1].split("pids [")[1].split("]")[0].split(",")]
     psutil.Process(pids[1]).send_signal(signal.SIGKILL)  # [sampler, copier 0, copier 1]

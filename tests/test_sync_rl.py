@@ -11,7 +11,7 @@ import psutil
 import pytest
 import torch
 import torch.distributed as dist
-from conftest import run_dirs
+from conftest import run_dirs, start_script, wait_for_line
 
 from rlframe.agents.dqn.dqn_agent import DqnAgent
 from rlframe.agents.pg.categorical import CategoricalPgAgent
@@ -230,25 +230,6 @@ def test_exception_in_a_rank_is_reported_with_its_traceback(in_tmp_cwd, shm_befo
     assert not dist.is_initialized()
     assert no_new_descendants_left(before)
     assert_no_new_shm(shm_before)
-
-
-def start_script(args, cwd, env=None):
-    return subprocess.Popen(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env=env, start_new_session=True)
-
-
-def wait_for_line(process, text, timeout=90.):
-    """Read the process's output until a line holds ``text``; returns all lines read."""
-    lines = []
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-        if text in line:
-            return lines
-    raise AssertionError(f"no line with {text!r} in:\n{''.join(lines[-30:])}")
 
 
 def process_tree(pid):

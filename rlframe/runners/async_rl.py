@@ -57,7 +57,8 @@ from rlframe.runners.minibatch_rl import MinibatchRlBase
 from rlframe.utils.checks import positive_int
 from rlframe.utils.collections import AttrDict, iter_leaves
 from rlframe.utils.distributed import (broadcast_tensors, gather_objects, init_process_group,
-                                       is_collective_error, state_digest)
+                                       init_process_group_watched, is_collective_error,
+                                       state_digest)
 from rlframe.utils.launching.pinning import (check_async_affinity, check_cuda_device,
                                              set_cpu_affinity, set_torch_threads)
 from rlframe.utils.logging import logger
@@ -949,25 +950,12 @@ class AsyncRlBase(MinibatchRlBase):
         backend = "gloo" if cuda_idx is None else "nccl"
         if cuda_idx is not None:
             torch.cuda.set_device(cuda_idx)
-        result: dict[str, Any] = {}
-
-        def join() -> None:
-            try:
-                result["group"] = init_process_group(backend, 0, self.world_size,
-                                                     self._init_method, self.pg_timeout)
-            except BaseException as error:  # noqa: BLE001 - re-raised in the main thread.
-                result["error"] = error
-        thread = threading.Thread(target=join, daemon=True, name="AsyncRl-join")
-        thread.start()
-        while thread.is_alive():
-            thread.join(POLL_S)
-            self._raise_if_failed()
-        if "error" in result:
-            raise result["error"]
+        group = init_process_group_watched(backend, 0, self.world_size, self._init_method,
+                                           self.pg_timeout, self._raise_if_failed, POLL_S)
         self._joined_ranks = True
         logger.log(f"Joined the process group of {self.world_size} optimizer ranks as rank 0 "
                    f"(backend {backend}).")
-        return result["group"]
+        return group
 
     def _may_optimize(self, throttle_itr: float) -> bool:
         """Whether the sampler passed ``throttle_itr``; with several optimizer ranks, also
@@ -1213,16 +1201,11 @@ class AsyncRlBase(MinibatchRlBase):
         )
 
     def initialize_logging(self) -> None:
-        self._opt_infos = {k: [] for k in self.algo.opt_info_fields}
-        self._start_time = self._last_time = time.time()
-        self._cum_time = 0.
-        self._cum_completed_trajs = 0
-        self._last_update_counter = 0
+        super().initialize_logging()
         self._last_sampler_itr = 0
         self._log_sampler_itr = 0
         self._last_eval_time = 0.
         self._last_sampler_wait = 0.
-        self.pbar = None
 
     def store_diagnostics(self, itr: int, sampler_itr: int,  # type: ignore[override]
                           traj_infos: list, opt_info: Any) -> None:

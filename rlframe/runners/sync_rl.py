@@ -34,7 +34,8 @@ from rlframe.runners.minibatch_rl import MinibatchRl, MinibatchRlEval
 from rlframe.samplers.collections import BatchSpec
 from rlframe.utils.collections import iter_leaves
 from rlframe.utils.distributed import (broadcast_object, broadcast_tensors, gather_objects,
-                                       init_process_group, is_collective_error, state_digest,
+                                       init_process_group, init_process_group_watched,
+                                       is_collective_error, state_digest,
                                        torchrun_env)
 from rlframe.utils.launching.pinning import check_affinity, check_cuda_device
 from rlframe.utils.logging import logger
@@ -249,25 +250,13 @@ class SyncRlMixin:
     def _join_watching_workers(self, backend: str) -> Any:
         """Rank 0 joins the process group in a thread while it watches ranks 1..: one
         that dies before joining would otherwise keep it waiting for ``pg_timeout``."""
-        result: dict[str, Any] = {}
-
-        def join() -> None:
-            try:
-                result["group"] = init_process_group(backend, 0, self.world_size,
-                                                     self._init_method, self.pg_timeout)
-            except BaseException as error:  # noqa: BLE001 - re-raised in the main thread.
-                result["error"] = error
-        thread = threading.Thread(target=join, daemon=True, name="SyncRl-join")
-        thread.start()
-        while thread.is_alive():
-            thread.join(0.1)
-            failure = self._find_failure() if thread.is_alive() else None
+        def check() -> None:
+            failure = self._find_failure()
             if failure is not None:
                 self._failure = failure
                 raise SyncRlError(f"{failure} (before joining the process group)")
-        if "error" in result:
-            raise result["error"]
-        return result["group"]
+        return init_process_group_watched(backend, 0, self.world_size, self._init_method,
+                                          self.pg_timeout, check)
 
     def launch_workers(self) -> None:
         """rlpyt's name: rank 0 starts ranks 1.. (called by :meth:`startup`)."""

@@ -5,7 +5,8 @@ from __future__ import annotations
 import datetime
 import hashlib
 import os
-from typing import Any, Iterable
+import threading
+from typing import Any, Callable, Iterable
 
 import torch
 import torch.distributed as dist
@@ -60,6 +61,35 @@ def init_process_group(backend: str, rank: int, world_size: int, init_method: st
                             world_size=world_size,
                             timeout=datetime.timedelta(seconds=timeout_s))
     return None if backend == "gloo" else dist.new_group(backend="gloo")
+
+
+def init_process_group_watched(backend: str, rank: int, world_size: int, init_method: str,
+                               timeout_s: float, check: Callable[[], None],
+                               poll_s: float = 0.1) -> dist.ProcessGroup | None:
+    """:func:`init_process_group` in a thread, calling ``check()`` every ``poll_s``
+    seconds meanwhile: ``check`` raises if a process this one waits for has failed,
+    which would otherwise keep it waiting for ``timeout_s``.
+
+    Returns:
+        as :func:`init_process_group`; its error, if any, is raised here.
+    """
+    result: dict[str, Any] = {}
+
+    def join() -> None:
+        try:
+            result["group"] = init_process_group(backend, rank, world_size, init_method,
+                                                 timeout_s)
+        except BaseException as error:  # noqa: BLE001 - re-raised in the calling thread.
+            result["error"] = error
+    thread = threading.Thread(target=join, daemon=True, name="rlframe-join-process-group")
+    thread.start()
+    while thread.is_alive():
+        thread.join(poll_s)
+        if thread.is_alive():
+            check()
+    if "error" in result:
+        raise result["error"]
+    return result["group"]
 
 
 def broadcast_object(obj: Any, src: int = 0, group: dist.ProcessGroup | None = None) -> Any:
