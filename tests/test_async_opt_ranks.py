@@ -158,10 +158,6 @@ def script(tmp_path):
     return path
 
 
-def _restore_default_sigint():
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def running_ranks(process):
     """``(rank 1's pid, the script's process tree)`` once the ranks train."""
     lines = wait_for_line(process, "Started optimizer ranks 1..1")
