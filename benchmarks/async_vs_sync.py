@@ -146,8 +146,11 @@ def main() -> None:
         base = statistics.median(r[0] for r in results["MinibatchRl"])
         for case, runs in results.items():
             steps, updates, ratio = (statistics.median(r[i] for r in runs) for i in range(3))
+            note = " *" if updates == 0 else ""
             print(f"{env_name:<30}{case:<24}{steps:>12.0f}{updates:>11.0f}{ratio:>14.2f}"
-                  f"{steps / base:>12.2f}x")
+                  f"{steps / base:>12.2f}x{note}")
+    print("* no update: the free sampler finished before the optimizer's first call (its rate "
+          "includes the run's startup)")
 
 
 if __name__ == "__main__":
