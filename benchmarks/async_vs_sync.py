@@ -135,6 +135,7 @@ def main() -> None:
           f"steps per run, {args.rounds} round(s):")
     print(f"{'env':<30}{'runner':<24}{'env steps/s':>12}{'updates/s':>11}"
           f"{'replay ratio':>14}{'steps ratio':>13}")
+    footnote = False
     for env_name, heavy_us in envs.items():
         results: dict[str, list[tuple[float, float, float]]] = {case: [] for case in CASES}
         for _ in range(args.rounds):
@@ -147,10 +148,12 @@ def main() -> None:
         for case, runs in results.items():
             steps, updates, ratio = (statistics.median(r[i] for r in runs) for i in range(3))
             note = " *" if updates == 0 else ""
+            footnote = footnote or bool(note)
             print(f"{env_name:<30}{case:<24}{steps:>12.0f}{updates:>11.0f}{ratio:>14.2f}"
                   f"{steps / base:>12.2f}x{note}")
-    print("* no update: the free sampler finished before the optimizer's first call (its rate "
-          "includes the run's startup)")
+    if footnote:
+        print("* no update: the free sampler finished before the optimizer's first call (its "
+              "rate includes the run's startup)")
 
 
 if __name__ == "__main__":
