@@ -137,7 +137,7 @@ class BaseAgent:
         self._send_count: ctypes.c_long | None = None
         self._recv_count = 0
         self._rw_lock: RWLock | None = None
-        # (id(dst), id(src), dst tensors, src tensors) of the last hand-over copy.
+        # (dst model, src model, dst tensors, src tensors) of the last hand-over copy.
         self._copy_plan: tuple | None = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -351,11 +351,12 @@ class BaseAgent:
         DistributedDataParallel wrapper on either side is fine).
 
         The tensor pairs are matched by name once and reused while both models stay
-        the same objects: a hand-over happens after every optimizer call, and
+        the same objects (the plan holds them, so a model built later is never taken
+        for one of them): a hand-over happens after every optimizer call, and
         ``load_state_dict`` would spend most of its time on bookkeeping.
         """
         plan = self._copy_plan
-        if plan is None or plan[0] != id(dst) or plan[1] != id(src):
+        if plan is None or plan[0] is not dst or plan[1] is not src:
             dst_state = strip_ddp_state_dict(dst.state_dict(keep_vars=True))
             src_state = strip_ddp_state_dict(src.state_dict(keep_vars=True))
             if dst_state.keys() != src_state.keys():
@@ -364,7 +365,7 @@ class BaseAgent:
                     f"{sorted(set(dst_state) ^ set(src_state))} have no counterpart in the "
                     "trained model; both must be the same architecture.")
             names = list(dst_state)
-            plan = (id(dst), id(src), [dst_state[n] for n in names],
+            plan = (dst, src, [dst_state[n] for n in names],
                     [src_state[n] for n in names])
             self._copy_plan = plan
         with torch.no_grad():
@@ -373,7 +374,7 @@ class BaseAgent:
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
-        state["_copy_plan"] = None  # Object ids mean nothing in another process.
+        state["_copy_plan"] = None  # Rebuilt on first use: the models are copies there.
         return state
 
     def send_shared_memory(self) -> None:
