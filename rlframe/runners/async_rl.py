@@ -55,15 +55,15 @@ from rlframe.agents.base import unwrap_ddp
 from rlframe.runners.callbacks import Callback
 from rlframe.runners.minibatch_rl import MinibatchRlBase
 from rlframe.utils.checks import positive_int
-from rlframe.utils.collections import AttrDict, iter_leaves
-from rlframe.utils.distributed import (broadcast_tensors, gather_objects, init_process_group,
+from rlframe.utils.collections import AttrDict
+from rlframe.utils.distributed import (broadcast_state, gather_objects, init_process_group,
                                        init_process_group_watched, is_collective_error,
                                        state_digest)
 from rlframe.utils.launching.pinning import (check_async_affinity, check_cuda_device,
                                              set_cpu_affinity, set_torch_threads)
 from rlframe.utils.logging import logger
 from rlframe.utils.seed import make_seed, set_seed
-from rlframe.utils.synchronize import die_with_parent, drain_queue, find_port
+from rlframe.utils.synchronize import check_start_method, die_with_parent, drain_queue, find_port
 
 if TYPE_CHECKING:
     from multiprocessing.context import BaseContext
@@ -276,22 +276,35 @@ def _wait(semaphore: Any, quit_flag: Any, parent_pid: int | None) -> bool:
     return True
 
 
+def _poll_until(ready: Callable[[], bool], poll_s: float, check_s: float,
+                give_up: Callable[[], bool]) -> tuple[bool, float]:
+    """Sleep ``poll_s`` at a time until ``ready()``; every ``check_s`` seconds ask
+    ``give_up()`` (which may also raise).
+
+    Returns:
+        ``(ready, seconds waited)``; ``ready`` is False when ``give_up()`` said so.
+    """
+    if ready():
+        return True, 0.
+    start = checked = time.perf_counter()
+    while not ready():
+        time.sleep(poll_s)
+        now = time.perf_counter()
+        if now - checked >= check_s:
+            checked = now
+            if give_up():
+                return False, now - start
+    return True, time.perf_counter() - start
+
+
 def _wait_for_optimizer(itr: int, ctrl: AttrDict, parent_pid: int | None) -> bool:
     """Sleep while batch ``itr`` is beyond ``ctrl.sample_limit_itr``; False once
     ``ctrl.quit`` is set or the master is gone."""
-    if itr <= ctrl.sample_limit_itr.value:
-        return True
-    start = time.perf_counter()
-    checked = start
-    while itr > ctrl.sample_limit_itr.value:
-        time.sleep(SAMPLER_WAIT)
-        now = time.perf_counter()
-        if now - checked > POLL_S:
-            checked = now
-            if ctrl.quit.value or _master_gone(parent_pid):
-                return False
-    ctrl.sampler_wait_time.value += time.perf_counter() - start
-    return True
+    ready, waited = _poll_until(lambda: itr <= ctrl.sample_limit_itr.value, SAMPLER_WAIT,
+                                POLL_S, lambda: ctrl.quit.value or _master_gone(parent_pid))
+    if ready:
+        ctrl.sampler_wait_time.value += waited
+    return ready
 
 
 def _report_error(error_queue: Any, name: str, broke: bool = False) -> None:
@@ -458,10 +471,7 @@ def prepare_optimizer_rank(algo: Any, agent: Any, rank: int, world_size: int,
         agent.to_device(cuda_idx)
     if world_size > 1:
         agent.data_parallel()
-        state = agent.state_dict()
-        broadcast_tensors([t for _, t in iter_leaves(state) if isinstance(t, torch.Tensor)],
-                          src=0, group=group)
-        agent.load_state_dict(state)
+        broadcast_state(agent, src=0, group=group)
     algo.optim_initialize(rank=rank)
 
 
@@ -679,14 +689,7 @@ class AsyncRlBase(MinibatchRlBase):
                 raise TypeError(f"{name} needs an asynchronous sampler (e.g. AsyncSerialSampler "
                                 f"or AsyncCpuSampler); {type(sampler).__name__} has no "
                                 f"{method}().")
-        if not hasattr(sampler, "double_buffer") and not hasattr(type(sampler),
-                                                                 "async_initialize"):
-            raise TypeError(f"{name}: sampler={sampler!r} is not an asynchronous sampler.")
-        allowed = mp.get_all_start_methods()
-        if start_method is not None and start_method not in allowed:
-            raise ValueError(f"start_method must be one of {allowed} or None, got "
-                             f"{start_method!r}.")
-        self.start_method = start_method
+        self.start_method = check_start_method(start_method)
         if sampler_lead_steps is not None and not (
                 isinstance(sampler_lead_steps, (int, float)) and sampler_lead_steps > 0
                 and math.isfinite(sampler_lead_steps)):
@@ -770,16 +773,13 @@ class AsyncRlBase(MinibatchRlBase):
         """Sleep until the sampler reaches ``throttle_itr`` (or the run quits), checking
         on the children every ``THROTTLE_WAIT`` s; returns the seconds waited."""
         ctrl = self.ctrl
-        if self._may_optimize(throttle_itr) or ctrl.quit.value:
-            return 0.
-        start = checked = time.perf_counter()
-        while not self._may_optimize(throttle_itr) and not ctrl.quit.value:
-            time.sleep(OPT_POLL_S)
-            now = time.perf_counter()
-            if now - checked >= THROTTLE_WAIT:
-                self._raise_if_failed()
-                checked = now
-        return time.perf_counter() - start
+
+        def check_children() -> bool:
+            self._raise_if_failed()
+            return False
+        _, waited = _poll_until(lambda: self._may_optimize(throttle_itr) or ctrl.quit.value,
+                                OPT_POLL_S, THROTTLE_WAIT, check_children)
+        return waited
 
     def _final_log(self, throttle_time: float) -> None:
         """The sampler finished: log what arrived since the last row."""
@@ -814,7 +814,6 @@ class AsyncRlBase(MinibatchRlBase):
         self._error_reports, self._stopped_children = [], set()
         self.rank_digests, self.rank_optimize_calls = [], []
         self.last_completed_itr: int | None = None
-        self.rank, self.world_size = 0, len(self.affinity["optimizer"])
         if not logger.writes_files():
             message = (f"{type(self).__name__}.train() runs outside logger_context: nothing "
                        "(progress.csv, debug.log, snapshots) will be saved.")

@@ -32,11 +32,9 @@ import torch.distributed as dist
 from rlframe.agents.base import unwrap_ddp
 from rlframe.runners.minibatch_rl import MinibatchRl, MinibatchRlEval
 from rlframe.samplers.collections import BatchSpec
-from rlframe.utils.collections import iter_leaves
-from rlframe.utils.distributed import (broadcast_object, broadcast_tensors, gather_objects,
+from rlframe.utils.distributed import (broadcast_object, broadcast_state, gather_objects,
                                        init_process_group, init_process_group_watched,
-                                       is_collective_error, state_digest,
-                                       torchrun_env)
+                                       is_collective_error, state_digest, torchrun_env)
 from rlframe.utils.launching.pinning import check_affinity, check_cuda_device
 from rlframe.utils.logging import logger
 from rlframe.utils.seed import make_seed
@@ -307,10 +305,7 @@ class SyncRlMixin:
     def _sync_initial_state(self) -> None:
         """Give every rank rank 0's agent state (DistributedDataParallel broadcasts the
         trained models; this covers target networks and buffers too)."""
-        state = self.agent.state_dict()
-        tensors = [t for _, t in iter_leaves(state) if isinstance(t, torch.Tensor)]
-        broadcast_tensors(tensors, src=0, group=self._ctrl_group)
-        self.agent.load_state_dict(state)
+        broadcast_state(self.agent, src=0, group=self._ctrl_group)
 
     # ------------------------------------------------------------------ log points
     def before_training(self) -> None:

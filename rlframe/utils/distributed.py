@@ -138,6 +138,16 @@ def broadcast_tensors(tensors: Iterable[torch.Tensor], src: int = 0,
             t.detach().copy_(staged)
 
 
+def broadcast_state(obj: Any, src: int = 0, group: dist.ProcessGroup | None = None) -> None:
+    """Give ``obj`` (anything with ``state_dict``/``load_state_dict``, e.g. an agent)
+    rank ``src``'s state on every rank: every tensor of its state dict, target
+    networks and buffers included."""
+    state = obj.state_dict()
+    broadcast_tensors([t for _, t in iter_leaves(state) if isinstance(t, torch.Tensor)],
+                      src=src, group=group)
+    obj.load_state_dict(state)
+
+
 def state_digest(state: Any) -> str:
     """SHA-1 of every tensor in a (nested) state dict, with its path: equal digests on
     two ranks mean bit-identical parameters."""
