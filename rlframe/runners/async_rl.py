@@ -54,6 +54,7 @@ import torch.distributed as dist
 from rlframe.agents.base import unwrap_ddp
 from rlframe.runners.callbacks import Callback
 from rlframe.runners.minibatch_rl import MinibatchRlBase
+from rlframe.samplers.async_.base import N_DOUBLE_BUFFER
 from rlframe.utils.checks import positive_int
 from rlframe.utils.collections import AttrDict
 from rlframe.utils.distributed import (broadcast_state, gather_objects, init_process_group,
@@ -79,7 +80,6 @@ POLL_S = 0.2  # How often a blocked process checks on the others.
 JOIN_TIMEOUT_S = 5.  # Children ending by themselves at shutdown, before SIGTERM.
 FAILURE_GRACE_S = 3.  # A child failed: time for the master to notice before it is interrupted.
 RANK_STOP_S = 0.5  # A failed run: optimizer ranks ending by themselves, before SIGTERM.
-N_DOUBLE_BUFFER = 2
 
 ALGO_ASYNC_ATTRIBUTES = ("async_initialize", "optim_initialize", "samples_to_buffer",
                          "optimize_agent", "updates_per_sync", "replay_ratio", "batch_size",

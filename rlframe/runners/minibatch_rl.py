@@ -15,7 +15,7 @@ from rlframe.runners.base import BaseRunner
 from rlframe.runners.callbacks import Callback, check_callbacks
 from rlframe.samplers.async_.base import AsyncSamplerMixin
 from rlframe.utils.checks import as_int, positive_int
-from rlframe.utils.launching.pinning import (check_affinity, check_cuda_device, set_cpu_affinity,
+from rlframe.utils.launching.pinning import (check_affinity, check_cuda_device, pin_master,
                                              set_torch_threads)
 from rlframe.utils.collections import iter_leaves
 from rlframe.utils.logging import logger
@@ -165,8 +165,7 @@ class MinibatchRlBase(BaseRunner):
             logger.log(f"WARNING: {message}")
         self._install_sigterm_handler()
         p = psutil.Process()
-        if self.affinity.get("master_cpus") is not None and self.affinity.get("set_affinity", True):
-            set_cpu_affinity(self.affinity["master_cpus"])
+        pin_master(self.affinity)
         cpu_affin = p.cpu_affinity() if hasattr(p, "cpu_affinity") else "UNAVAILABLE"
         logger.log(f"Runner {getattr(self, 'rank', '')} master CPU affinity: {cpu_affin}.")
         n_threads = set_torch_threads(self.affinity.get("master_torch_threads"))

@@ -17,7 +17,7 @@ import torch
 
 from rlframe.samplers.buffer import build_samples_buffer
 from rlframe.utils.buffer import torchify_buffer
-from rlframe.utils.launching.pinning import check_workers_cpus, set_cpu_affinity
+from rlframe.utils.launching.pinning import check_workers_cpus, pin_master
 from rlframe.utils.seed import make_seed, set_seed
 
 if TYPE_CHECKING:
@@ -26,7 +26,20 @@ if TYPE_CHECKING:
     from rlframe.agents.base import BaseAgent
     from rlframe.samplers.collections import BatchSpec, Examples, Samples, TrajInfo
 
-N_DOUBLE_BUFFER = 2
+N_DOUBLE_BUFFER = 2  # The halves of the double buffer.
+
+
+def check_db_idx(db_idx: int, name: str = "db_idx") -> int:
+    """``db_idx`` as an int, if it names a half of the double buffer (0 or 1).
+
+    Raises:
+        ValueError: naming ``name`` and the value.
+    """
+    db_idx = int(db_idx)
+    if not 0 <= db_idx < N_DOUBLE_BUFFER:
+        raise ValueError(f"{name} must be 0 or 1 (a half of the double buffer), got "
+                         f"{db_idx!r}.")
+    return db_idx
 
 
 class AsyncSamplerMixin:
@@ -115,12 +128,7 @@ class AsyncSamplerMixin:
         if getattr(self, "double_buffer", None) is not None:
             self.double_buffer_pyt = tuple(torchify_buffer(b) for b in self.double_buffer)
 
-    @staticmethod
-    def check_db_idx(db_idx: int) -> int:
-        if db_idx not in (0, 1):
-            raise ValueError(f"db_idx must be 0 or 1 (a half of the double buffer), got "
-                             f"{db_idx!r}.")
-        return int(db_idx)
+    check_db_idx = staticmethod(check_db_idx)
 
 
 class AsyncParallelSamplerMixin(AsyncSamplerMixin):
@@ -173,8 +181,7 @@ class AsyncParallelSamplerMixin(AsyncSamplerMixin):
             raise ValueError(f"batch_B={B} (envs of this sampler) must be a multiple of the "
                              f"number of workers (len({self.affinity_name}['workers_cpus'])="
                              f"{n_worker}).")
-        if affinity.get("set_affinity", True) and affinity.get("master_cpus") is not None:
-            set_cpu_affinity(affinity["master_cpus"])
+        pin_master(affinity)
         set_seed(self.seed + self.worker_offset)
         return workers_cpus
 

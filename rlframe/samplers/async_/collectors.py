@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
+from rlframe.samplers.async_.base import N_DOUBLE_BUFFER, check_db_idx
 from rlframe.samplers.parallel.cpu.collectors import CpuResetCollector, CpuWaitResetCollector
 from rlframe.samplers.parallel.gpu.collectors import GpuResetCollector, GpuWaitResetCollector
 
@@ -35,7 +36,7 @@ class DoubleBufferCollectorMixin:
     sync: Any
 
     def __init__(self, *args: Any, samples_np: Sequence[Samples], **kwargs: Any):
-        if not isinstance(samples_np, (tuple, list)) or len(samples_np) != 2:
+        if not isinstance(samples_np, (tuple, list)) or len(samples_np) != N_DOUBLE_BUFFER:
             raise TypeError(f"{type(self).__name__} writes into a double buffer: samples_np "
                             f"must be a pair of sample buffers, got {type(samples_np).__name__}.")
         self.double_buffer = tuple(samples_np)
@@ -46,10 +47,7 @@ class DoubleBufferCollectorMixin:
 
     def collect_batch(self, agent_inputs: AgentInputs, traj_infos: TrajTracker,
                       itr: int) -> tuple[AgentInputs, TrajTracker, list[TrajInfo]]:
-        db_idx = int(self.sync.db_idx.value)
-        if db_idx not in (0, 1):
-            raise ValueError(f"sync.db_idx must be 0 or 1, got {db_idx}.")
-        self.samples_np = self.double_buffer[db_idx]
+        self.samples_np = self.double_buffer[check_db_idx(self.sync.db_idx.value, "sync.db_idx")]
         self.stepper.use_samples(self.samples_np)
         return super().collect_batch(agent_inputs, traj_infos, itr)  # type: ignore[misc]
 

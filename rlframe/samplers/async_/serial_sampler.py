@@ -12,7 +12,7 @@ from rlframe.samplers.base import BaseSampler
 from rlframe.samplers.serial.collectors import SerialEvalCollector
 from rlframe.samplers.serial.sampler import SerialSampler
 from rlframe.utils.collections import AttrDict
-from rlframe.utils.launching.pinning import set_cpu_affinity
+from rlframe.utils.launching.pinning import pin_master
 from rlframe.utils.logging import logger
 from rlframe.utils.seed import set_seed
 
@@ -48,8 +48,7 @@ class AsyncSerialSampler(AsyncSamplerMixin, BaseSampler):
                 ``set_affinity`` (default True) and ``cuda_idx`` are read.
         """
         affinity = {} if affinity is None else affinity
-        if affinity.get("set_affinity", True) and affinity.get("master_cpus") is not None:
-            set_cpu_affinity(affinity["master_cpus"])
+        pin_master(affinity)
         torch.set_num_threads(1)
         set_seed(self.seed)
         B = self.batch_spec.B
@@ -62,14 +61,7 @@ class AsyncSerialSampler(AsyncSamplerMixin, BaseSampler):
             rank=0, envs=venv, samples_np=self.double_buffer, batch_T=self.batch_spec.T,
             TrajInfoCls=self.TrajInfoCls, agent=agent, sync=self.sync, global_B=B,
             env_ranks=list(range(B)), traj_info_kwargs=self.traj_info_kwargs)
-        if self.eval_n_envs > 0:
-            self.eval_envs = self.make_vec_env(self.eval_n_envs, eval=True)
-            self.eval_envs.seed(self.seed + B)
-            self.eval_collector = self.eval_CollectorCls(
-                envs=self.eval_envs, agent=agent, TrajInfoCls=self.TrajInfoCls,
-                max_T=self.eval_max_steps // self.eval_n_envs,
-                max_trajectories=self.eval_max_trajectories,
-                traj_info_kwargs=self.traj_info_kwargs)
+        self._build_evaluation(agent, self.seed + B)
         agent.to_device(affinity.get("cuda_idx"))
         agent.async_cpu(share_memory=False)  # Act with a private copy; recv fills it.
         self.agent_inputs: AgentInputs
@@ -98,4 +90,5 @@ class AsyncSerialSampler(AsyncSamplerMixin, BaseSampler):
         self.agent.recv_shared_memory()
         return self.eval_collector.collect_evaluation(itr)
 
+    _build_evaluation = SerialSampler._build_evaluation
     shutdown = SerialSampler.shutdown  # Close every env.

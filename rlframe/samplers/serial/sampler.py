@@ -61,15 +61,7 @@ class SerialSampler(BaseSampler):
             rank=0, envs=venv, samples_np=samples_np, batch_T=self.batch_spec.T,
             TrajInfoCls=self.TrajInfoCls, agent=agent, global_B=global_B, env_ranks=env_ranks,
             traj_info_kwargs=self.traj_info_kwargs)
-        if self.eval_n_envs > 0:
-            eval_envs = self.make_vec_env(self.eval_n_envs, eval=True)
-            eval_envs.seed(seed)
-            self.eval_collector = self.eval_CollectorCls(
-                envs=eval_envs, agent=agent, TrajInfoCls=self.TrajInfoCls,
-                max_T=self.eval_max_steps // self.eval_n_envs,
-                max_trajectories=self.eval_max_trajectories,
-                traj_info_kwargs=self.traj_info_kwargs)
-            self.eval_envs = eval_envs
+        self._build_evaluation(agent, seed)
         # Envs were stepped for the examples: start them afresh (seeded again).
         venv.seed(seed)
         agent_inputs, traj_infos = collector.start_envs(self.max_decorrelation_steps)
@@ -84,6 +76,18 @@ class SerialSampler(BaseSampler):
         self.traj_infos = traj_infos
         logger.log("Serial Sampler initialized.")
         return examples
+
+    def _build_evaluation(self, agent: BaseAgent, seed: int | None) -> None:
+        """With ``eval_n_envs > 0``: the evaluation envs (seeded from ``seed``) and their
+        collector (``eval_envs``, ``eval_collector``)."""
+        if self.eval_n_envs > 0:
+            self.eval_envs = self.make_vec_env(self.eval_n_envs, eval=True)
+            self.eval_envs.seed(seed)
+            self.eval_collector = self.eval_CollectorCls(
+                envs=self.eval_envs, agent=agent, TrajInfoCls=self.TrajInfoCls,
+                max_T=self.eval_max_steps // self.eval_n_envs,
+                max_trajectories=self.eval_max_trajectories,
+                traj_info_kwargs=self.traj_info_kwargs)
 
     def obtain_samples(self, itr: int) -> tuple[Samples, list[TrajInfo]]:
         """Collect one batch; returns ``(samples [T, B] torch, completed TrajInfos)``.

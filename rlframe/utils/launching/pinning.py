@@ -265,6 +265,13 @@ def set_cpu_affinity(cpus: int | Iterable[int] | None) -> list[int] | None:
     return process.cpu_affinity()
 
 
+def pin_master(affinity: dict) -> None:
+    """Pin this process to ``affinity["master_cpus"]``, unless the dict has none or
+    says ``set_affinity=False``."""
+    if affinity.get("set_affinity", True) and affinity.get("master_cpus") is not None:
+        set_cpu_affinity(affinity["master_cpus"])
+
+
 def set_torch_threads(n_threads: int | None) -> int:
     """Set torch's intra-op thread count; returns the count in use.
 
