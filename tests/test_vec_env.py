@@ -179,6 +179,26 @@ def test_env_list_row_path_gives_what_per_env_steps_give(make_env):
     assert terminations >= 1 and timeouts >= 1
 
 
+def test_env_list_steps_through_a_step_replaced_on_the_instance():
+    """An env whose step is replaced on the instance (e.g. to add a delay) is stepped
+    through that step, not the row fast path that would skip it."""
+    envs = [make("CartPole-v1") for _ in range(B)]
+    calls = []
+    inner_step = envs[1].step
+
+    def counted_step(action):
+        calls.append(action)
+        return inner_step(action)
+    envs[1].step = counted_step
+    venv = EnvList(envs)
+    assert venv._step_rows is None
+    venv.seed(0)
+    venv.reset()
+    for _ in range(3):
+        venv.step(np.zeros(B, dtype=np.int64))
+    assert len(calls) == 3
+
+
 def test_gym_vec_env_steps_every_env_once_finished_ones_are_reset():
     vec = GymVecEnv.from_env_cls(make, dict(id="CartPole-v1", max_episode_steps=2), 3)
     zeros = np.zeros(3, dtype=np.int64)
