@@ -161,3 +161,21 @@ def test_backends():
             AtariEnv(backend="atari_py")
     with pytest.raises(ValueError, match="backend='gym'"):
         AtariEnv(backend="gym")
+
+
+def test_serial_sampler_steps_atari():
+    from rlframe.agents.pg.atari import AtariFfAgent
+    from rlframe.samplers.serial.sampler import SerialSampler
+    import torch
+
+    sampler = SerialSampler(EnvCls=AtariEnv, env_kwargs=dict(game="pong", horizon=10),
+                            batch_T=12, batch_B=2, TrajInfoCls=AtariTrajInfo,
+                            max_decorrelation_steps=0)
+    sampler.initialize(AtariFfAgent(), seed=0)
+    samples, traj_infos = sampler.obtain_samples(0)
+    assert samples.env.observation.shape == (12, 2, 4, 104, 80)
+    assert samples.env.observation.dtype == torch.uint8
+    assert samples.env.env_info.timeout.any()  # Every env hits horizon=10 within 12 steps.
+    assert len(traj_infos) == 2
+    assert all(t.Length == 11 and "GameScore" in t for t in traj_infos)
+    sampler.shutdown()
