@@ -1,0 +1,9 @@
+"""Atari 2600 games on the Arcade Learning Environment (ale-py)."""
+from rlframe.envs.atari.atari_env import (
+    ACTION_MEANING,
+    AtariEnv,
+    EnvInfo,
+    game_names,
+)
+
+__all__ = ["ACTION_MEANING", "AtariEnv", "EnvInfo", "game_names"]

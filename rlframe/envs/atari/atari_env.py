@@ -1,0 +1,310 @@
+"""Atari 2600 games on the Arcade Learning Environment, with rlpyt's preprocessing.
+
+Frames are grayscale, max-pooled over the last two raw frames of a frame skip,
+cropped to 208x160 (first and last row dropped) and downsampled 2x to 104x80 by
+a 2x2 block mean rounded half up (integer numpy arithmetic, no OpenCV). The
+observation is a stack of the last ``num_img_obs`` frames, oldest first.
+"""
+from __future__ import annotations
+
+import difflib
+from collections import namedtuple
+from typing import Any
+
+import numpy as np
+
+from rlframe.envs.base import Env, EnvStep
+from rlframe.spaces.int_box import IntBox
+
+H, W = 104, 80  # Processed frame size.
+RAW_H, RAW_W = 210, 160  # ALE screen size.
+
+EnvInfo = namedtuple("EnvInfo", ["game_score", "traj_done", "timeout"])
+"""``game_score``: float32 raw (unclipped) score of the step; ``traj_done``: the
+game is over (or the horizon reached), so the env needs a reset; ``timeout``:
+the episode was cut by ``horizon`` and did not end on its own."""
+
+ACTION_MEANING = {
+    0: "NOOP", 1: "FIRE", 2: "UP", 3: "RIGHT", 4: "LEFT", 5: "DOWN", 6: "UPRIGHT",
+    7: "UPLEFT", 8: "DOWNRIGHT", 9: "DOWNLEFT", 10: "UPFIRE", 11: "RIGHTFIRE",
+    12: "LEFTFIRE", 13: "DOWNFIRE", 14: "UPRIGHTFIRE", 15: "UPLEFTFIRE",
+    16: "DOWNRIGHTFIRE", 17: "DOWNLEFTFIRE",
+}
+"""Meaning of each of the 18 ALE actions, by ALE action id."""
+
+BACKENDS = ("ale_py", "atari_py")
+
+
+def downsample(frame: np.ndarray) -> np.ndarray:
+    """2x2 block mean, rounded half up, of a cropped frame.
+
+    Args:
+        frame: [208, 160] uint8.
+
+    Returns:
+        [104, 80] uint8.
+    """
+    a = frame.astype(np.uint16)
+    return ((a[0::2, 0::2] + a[1::2, 0::2] + a[0::2, 1::2] + a[1::2, 1::2] + 2) // 4
+            ).astype(np.uint8)
+
+
+class AtariEnv(Env):
+    """An Atari game as an rlframe :class:`Env` (rlpyt's ``AtariEnv``).
+
+    A step repeats the action ``frame_skip`` times, summing the reward. With
+    ``episodic_lives`` a lost life ends the RL episode (``done``) but not the
+    game (``env_info.traj_done`` stays False, so samplers do not reset); the
+    frame stack is zeroed as after :meth:`reset`. :meth:`reset` starts a new
+    game with up to ``max_start_noops`` random no-ops.
+
+    Args:
+        game: rlpyt game name, snake case (``"pong"``, ``"space_invaders"``).
+        frame_skip: emulator frames per step (>= 1).
+        num_img_obs: frames stacked in an observation (>= 1).
+        clip_reward: reward is the sign of the game score.
+        episodic_lives: a lost life ends the episode (``done``).
+        fire_on_reset: press FIRE (and UP) after reset, for games that need it.
+        max_start_noops: at most this many no-ops at reset (uniformly 0..max).
+        repeat_action_probability: ALE sticky-action probability (rlpyt: 0).
+        horizon: steps after which the game is cut (``timeout=True``).
+        backend: ``"ale_py"``; ``"atari_py"`` needs the ``atari`` extra.
+    """
+
+    def __init__(self, game: str = "pong", frame_skip: int = 4, num_img_obs: int = 4,
+                 clip_reward: bool = True, episodic_lives: bool = True,
+                 fire_on_reset: bool = False, max_start_noops: int = 30,
+                 repeat_action_probability: float = 0., horizon: int = 27000,
+                 backend: str = "ale_py") -> None:
+        _check_int("frame_skip", frame_skip, 1)
+        _check_int("num_img_obs", num_img_obs, 1)
+        _check_int("max_start_noops", max_start_noops, 0)
+        _check_int("horizon", horizon, 1)
+        if not 0. <= repeat_action_probability <= 1.:
+            raise ValueError("AtariEnv: repeat_action_probability must lie in [0, 1], got "
+                             f"repeat_action_probability={repeat_action_probability!r}.")
+        self._game: str = game
+        self._frame_skip: int = int(frame_skip)
+        self._num_img_obs: int = int(num_img_obs)
+        self._clip_reward: bool = bool(clip_reward)
+        self._episodic_lives: bool = bool(episodic_lives)
+        self._fire_on_reset: bool = bool(fire_on_reset)
+        self._max_start_noops: int = int(max_start_noops)
+        self._repeat_action_probability: float = float(repeat_action_probability)
+        self._horizon: int = int(horizon)
+        self._backend: str = backend
+
+        self._rom_path: str = rom_path(game)
+        self.ale = _make_ale(backend)
+        # Seeds ALE and the no-op RNG; drawn from numpy's global RNG so that
+        # np.random.seed(...) before construction fixes an unseeded env too.
+        self.seed(int(np.random.randint(0, 2 ** 31)))
+
+        self._action_set: list = list(self.ale.getMinimalActionSet())
+        self._action_ids: list[int] = [int(a.value) for a in self._action_set]
+        self._action_space: IntBox = IntBox(0, len(self._action_set))
+        self._observation_space: IntBox = IntBox(0, 256, shape=(num_img_obs, H, W),
+                                                 dtype="uint8")
+        self._raw_frames = np.zeros((2, RAW_H, RAW_W), dtype=np.uint8)
+        self._obs = np.zeros((num_img_obs, H, W), dtype=np.uint8)
+        self._lives: int = 0
+        self._step_counter: int = 0
+
+    def seed(self, seed: int | None = None) -> None:
+        """Seed ALE (``random_seed``, reloading the ROM) and the no-op RNG.
+
+        Takes effect from the next :meth:`reset`; ``None`` draws a fresh seed.
+        """
+        if seed is None:
+            seed = int(np.random.randint(0, 2 ** 31))
+        seed = int(seed) % 2 ** 31
+        self._rng = np.random.default_rng(seed)
+        self.ale.setInt("random_seed", seed)
+        # Sticky actions must be set before the ROM loads to take effect.
+        self.ale.setFloat("repeat_action_probability", self._repeat_action_probability)
+        self.ale.loadROM(self._rom_path)
+
+    def reset(self) -> np.ndarray:
+        """Start a new game.
+
+        Returns:
+            observation: [num_img_obs, 104, 80] uint8; all frames but the last are 0.
+        """
+        self.ale.reset_game()
+        self._raw_frames[:] = 0
+        self._obs[:] = 0
+        self._life_reset()
+        for _ in range(int(self._rng.integers(0, self._max_start_noops + 1))):
+            self._act(0)
+        if self._fire_on_reset:
+            for ale_action in (1, 2):  # FIRE, then UP, where the game has them.
+                if ale_action in self._action_ids:
+                    self._act(self._action_set[self._action_ids.index(ale_action)])
+        self._grab_raw_frame(1)
+        self._push_frame()
+        self._step_counter = 0
+        return self._obs.copy()
+
+    def step(self, action: Any) -> EnvStep:
+        """Play ``frame_skip`` frames with one action.
+
+        Args:
+            action: int index into the minimal action set.
+
+        Returns:
+            ``EnvStep(observation [num_img_obs, 104, 80] uint8, reward 0-d float32,
+            done bool, EnvInfo)``.
+        """
+        ale_action = self._action_set[int(action)]
+        game_score = 0
+        for _ in range(self._frame_skip - 1):
+            game_score += self._act(ale_action)
+        self._grab_raw_frame(0)
+        game_score += self._act(ale_action)
+        self._grab_raw_frame(1)
+
+        lives = self.ale.lives()
+        lost_life = lives < self._lives and lives > 0
+        if lost_life:
+            self._life_reset()
+            if self._episodic_lives:
+                self._obs[:] = 0
+                self._raw_frames[0] = 0  # Max of the two frames = the final frame.
+        self._push_frame()
+
+        ended = self.ale.game_over()
+        timed_out = self._step_counter >= self._horizon
+        game_over = ended or timed_out
+        episode_end = ended or (self._episodic_lives and lost_life)
+        reward = np.sign(game_score) if self._clip_reward else game_score
+        info = EnvInfo(game_score=np.float32(game_score), traj_done=bool(game_over),
+                       timeout=bool(timed_out and not episode_end))
+        self._step_counter += 1
+        return EnvStep(self._obs.copy(), np.asarray(reward, dtype=np.float32),
+                       bool(game_over or episode_end), info)
+
+    def get_action_meanings(self) -> list[str]:
+        """Names of the actions of the action space, e.g. ``["NOOP", "FIRE", ...]``."""
+        return [ACTION_MEANING[i] for i in self._action_ids]
+
+    def close(self) -> None:
+        """Drop the emulator."""
+        self.ale = None
+
+    def _act(self, ale_action: Any) -> int:
+        return self.ale.act(ale_action)
+
+    def _life_reset(self) -> None:
+        self._act(0)  # One NOOP, as rlpyt does after a reset or a lost life.
+        self._lives = self.ale.lives()
+
+    def _grab_raw_frame(self, i: int) -> None:
+        self.ale.getScreenGrayscale(self._raw_frames[i])
+
+    def _push_frame(self) -> None:
+        frame = np.maximum(self._raw_frames[0], self._raw_frames[1])[1:-1]
+        self._obs[:-1] = self._obs[1:]  # Oldest first, newest last.
+        self._obs[-1] = downsample(frame)
+
+    @property
+    def game(self) -> str:
+        """rlpyt game name."""
+        return self._game
+
+    @property
+    def frame_skip(self) -> int:
+        """Emulator frames per step."""
+        return self._frame_skip
+
+    @property
+    def num_img_obs(self) -> int:
+        """Frames per observation."""
+        return self._num_img_obs
+
+    @property
+    def clip_reward(self) -> bool:
+        """Whether the reward is the sign of the game score."""
+        return self._clip_reward
+
+    @property
+    def max_start_noops(self) -> int:
+        """Most no-ops at reset."""
+        return self._max_start_noops
+
+    @property
+    def episodic_lives(self) -> bool:
+        """Whether a lost life ends the episode."""
+        return self._episodic_lives
+
+    @property
+    def fire_on_reset(self) -> bool:
+        """Whether FIRE (and UP) are pressed after reset."""
+        return self._fire_on_reset
+
+    @property
+    def repeat_action_probability(self) -> float:
+        """ALE sticky-action probability."""
+        return self._repeat_action_probability
+
+    @property
+    def horizon(self) -> int:
+        """Steps after which a game is cut."""
+        return self._horizon
+
+    @property
+    def backend(self) -> str:
+        """Emulator package: ``"ale_py"`` or ``"atari_py"``."""
+        return self._backend
+
+
+def game_names() -> list[str]:
+    """rlpyt names of the games with a ROM in ale-py."""
+    from ale_py import roms
+    return sorted(roms.get_all_rom_ids())
+
+
+def rom_path(game: str) -> str:
+    """Path of the ROM of ``game`` (rlpyt name) from ale-py's bundled ROMs.
+
+    Raises:
+        ValueError: unknown game, naming close matches.
+    """
+    from ale_py import roms
+    names = game_names()
+    if not isinstance(game, str) or game not in names:
+        close = difflib.get_close_matches(str(game).lower(), names, n=5, cutoff=0.6)
+        hint = f" Close matches: {', '.join(close)}." if close else ""
+        raise ValueError(f"AtariEnv: unknown game={game!r}.{hint} "
+                         f"All games: rlframe.envs.atari.atari_env.game_names().")
+    return str(roms.get_rom_path(game))
+
+
+def _make_ale(backend: str) -> Any:
+    """A fresh emulator of ``backend``, logging only errors."""
+    if backend == "ale_py":
+        import ale_py
+        ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
+        return ale_py.ALEInterface()
+    if backend == "atari_py":
+        try:
+            import atari_py  # noqa: F401
+        except ImportError as e:
+            raise ImportError("AtariEnv: backend='atari_py' needs atari-py: install rlframe's "
+                              "`atari` extra (pip install 'rlframe[atari]').") from e
+        raise NotImplementedError("AtariEnv: backend='atari_py' is not implemented yet; "
+                                  "use backend='ale_py'.")
+    raise ValueError(f"AtariEnv: backend must be one of {BACKENDS}, got backend={backend!r}.")
+
+
+def __getattr__(name: str) -> Any:
+    # rlpyt's import path of AtariTrajInfo. The class lives with TrajInfo in the
+    # samplers layer, which envs may not import when this module loads.
+    if name == "AtariTrajInfo":
+        import importlib
+        return importlib.import_module("rlframe.samplers.collections").AtariTrajInfo
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _check_int(name: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"AtariEnv: {name} must be an int >= {minimum}, got {name}={value!r}.")

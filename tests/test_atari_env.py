@@ -1,0 +1,181 @@
+"""AtariEnv on ale-py: observations, seeding, lives, time limit, rewards, errors."""
+import numpy as np
+import pytest
+
+pytest.importorskip("ale_py")
+
+from rlframe.envs.atari import AtariEnv  # noqa: E402
+from rlframe.envs.atari.atari_env import AtariTrajInfo, downsample  # noqa: E402
+from rlframe.utils.seed import set_envs_seeds  # noqa: E402
+
+
+def _env(**kwargs) -> AtariEnv:
+    env = AtariEnv(**kwargs)
+    env.seed(0)
+    return env
+
+
+def test_observation_shape_dtype_and_spaces():
+    env = _env(game="pong", num_img_obs=3)
+    obs = env.reset()
+    assert obs.shape == (3, 104, 80) and obs.dtype == np.uint8
+    assert env.observation_space.shape == (3, 104, 80)
+    assert env.observation_space.contains(obs)
+    assert env.action_space.n == len(env.get_action_meanings()) == 6
+    assert env.get_action_meanings()[:2] == ["NOOP", "FIRE"]
+    o, r, d, info = env.step(1)
+    assert o.shape == (3, 104, 80) and o.dtype == np.uint8
+    assert r.dtype == np.float32 and r.shape == ()
+    assert isinstance(d, bool)
+    assert info._fields == ("game_score", "traj_done", "timeout")
+    assert info.game_score.dtype == np.float32
+
+
+def test_reset_zeroes_all_but_newest_frame_and_stack_shifts():
+    env = _env(game="breakout")
+    obs = env.reset()
+    assert not obs[:-1].any() and obs[-1].any()
+    prev = obs
+    for _ in range(5):
+        obs, *_ = env.step(0)
+        np.testing.assert_array_equal(obs[:-1], prev[1:])  # Oldest first, newest last.
+        prev = obs
+    assert all(frame.any() for frame in obs)
+
+
+def test_same_seed_same_actions_same_trajectory():
+    def run(seed):
+        env = AtariEnv(game="breakout", repeat_action_probability=0.25, max_start_noops=30)
+        set_envs_seeds([env], seed)
+        rng = np.random.default_rng(7)
+        out = [env.reset()]
+        for _ in range(150):
+            o, r, d, info = env.step(int(rng.integers(env.action_space.n)))
+            out += [o, r, d, info.game_score]
+            if info.traj_done:
+                out.append(env.reset())
+        return out
+
+    a, b, c = run(3), run(3), run(4)
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+    assert len(a) != len(c) or any(not np.array_equal(x, y) for x, y in zip(a, c))
+
+
+def _play_until_life_lost(env: AtariEnv, max_steps: int = 2000):
+    env.reset()
+    lives = env.ale.lives()
+    rng = np.random.default_rng(0)
+    for _ in range(max_steps):
+        step = env.step(int(rng.integers(env.action_space.n)))
+        if env.ale.lives() < lives:
+            return step
+    raise AssertionError("no life lost")
+
+
+def test_episodic_lives_ends_episode_not_game():
+    env = _env(game="breakout", fire_on_reset=True)
+    obs, _, done, info = _play_until_life_lost(env)
+    assert done and not info.traj_done and not info.timeout
+    assert not env.ale.game_over()
+    assert not obs[:-1].any() and obs[-1].any()  # Frame stack restarted.
+
+
+def test_life_loss_without_episodic_lives_is_not_done():
+    env = _env(game="breakout", fire_on_reset=True, episodic_lives=False)
+    obs, _, done, info = _play_until_life_lost(env)
+    assert not done and not info.traj_done
+    assert obs[:-1].any()
+
+
+def test_horizon_gives_timeout():
+    env = _env(game="pong", horizon=5)
+    env.reset()
+    for _ in range(5):
+        _, _, done, info = env.step(0)
+        assert not done and not info.timeout
+    _, _, done, info = env.step(0)
+    assert done and info.traj_done and info.timeout
+
+
+@pytest.mark.parametrize("clip", [True, False])
+def test_reward_clipping(clip):
+    env = _env(game="space_invaders", clip_reward=clip)
+    env.reset()
+    scores, rewards = [], []
+    for _ in range(600):
+        _, r, d, info = env.step(1)  # FIRE
+        scores.append(float(info.game_score))
+        rewards.append(float(r))
+        if info.traj_done:
+            env.reset()
+    scores, rewards = np.array(scores), np.array(rewards)
+    assert scores.max() > 1  # Space Invaders scores 5 and more per hit.
+    np.testing.assert_array_equal(rewards, np.sign(scores) if clip else scores)
+
+
+def test_atari_traj_info_sums_game_score():
+    env = _env(game="space_invaders")
+    env.reset()
+    traj_info = AtariTrajInfo()
+    total = 0.
+    for _ in range(200):
+        o, r, d, info = env.step(1)
+        traj_info.step(o, 1, r, d, None, info)
+        total += float(info.game_score)
+    assert traj_info.GameScore == total > 0
+    assert traj_info.Length == 200
+
+
+def test_downsample_is_rounded_block_mean():
+    a = np.random.default_rng(0).integers(0, 256, size=(208, 160), dtype=np.uint8)
+    expected = np.floor(a.reshape(104, 2, 80, 2).astype(float).mean(axis=(1, 3)) + 0.5)
+    np.testing.assert_array_equal(downsample(a), expected.astype(np.uint8))
+
+
+def test_bad_game_names_close_matches():
+    with pytest.raises(ValueError, match="space_invaders"):
+        AtariEnv(game="space_invader")
+    with pytest.raises(ValueError, match="game='no_such_game'"):
+        AtariEnv(game="no_such_game")
+
+
+@pytest.mark.parametrize("kwargs, name", [({"frame_skip": 0}, "frame_skip=0"),
+                                          ({"num_img_obs": 0}, "num_img_obs=0"),
+                                          ({"frame_skip": 2.5}, "frame_skip=2.5"),
+                                          ({"max_start_noops": -1}, "max_start_noops=-1"),
+                                          ({"horizon": 0}, "horizon=0"),
+                                          ({"repeat_action_probability": 2.},
+                                           "repeat_action_probability=2.0")])
+def test_bad_arguments(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        AtariEnv(**kwargs)
+
+
+def test_backends():
+    try:
+        import atari_py  # noqa: F401
+    except ImportError:
+        with pytest.raises(ImportError, match="atari"):
+            AtariEnv(backend="atari_py")
+    with pytest.raises(ValueError, match="backend='gym'"):
+        AtariEnv(backend="gym")
+
+
+def test_serial_sampler_steps_atari():
+    from rlframe.agents.pg.atari import AtariFfAgent
+    from rlframe.samplers.serial.sampler import SerialSampler
+    import torch
+
+    sampler = SerialSampler(EnvCls=AtariEnv, env_kwargs=dict(game="pong", horizon=10),
+                            batch_T=12, batch_B=2, TrajInfoCls=AtariTrajInfo,
+                            max_decorrelation_steps=0)
+    sampler.initialize(AtariFfAgent(), seed=0)
+    samples, traj_infos = sampler.obtain_samples(0)
+    assert samples.env.observation.shape == (12, 2, 4, 104, 80)
+    assert samples.env.observation.dtype == torch.uint8
+    assert samples.env.env_info.timeout.any()  # Every env hits horizon=10 within 12 steps.
+    assert len(traj_infos) == 2
+    assert all(t.Length == 11 and "GameScore" in t for t in traj_infos)
+    sampler.shutdown()
