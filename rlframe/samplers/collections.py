@@ -100,17 +100,3 @@ class TrajInfo(AttrDict):
         """Finish the trajectory; returns itself for the completed list."""
         return self
 
-
-class AtariTrajInfo(TrajInfo):
-    """:class:`TrajInfo` that also sums the raw game score, ``env_info.game_score``, as
-    ``GameScore`` (Atari returns are usually clipped; the score is what papers report)."""
-
-    def __init__(self, **kwargs: Any):
-        super().__init__(**kwargs)
-        self.GameScore = 0
-
-    def step(self, observation: Any, action: Any, reward: float, done: bool,
-             agent_info: NamedArrayTuple | None, env_info: Any) -> None:
-        """Account for one step, adding ``env_info.game_score`` (0 if absent)."""
-        super().step(observation, action, reward, done, agent_info, env_info)
-        self["GameScore"] += float(getattr(env_info, "game_score", 0))

@@ -2,8 +2,9 @@
 from rlframe.envs.atari.atari_env import (
     ACTION_MEANING,
     AtariEnv,
+    AtariTrajInfo,
     EnvInfo,
     game_names,
 )
 
-__all__ = ["ACTION_MEANING", "AtariEnv", "EnvInfo", "game_names"]
+__all__ = ["ACTION_MEANING", "AtariEnv", "AtariTrajInfo", "EnvInfo", "game_names"]

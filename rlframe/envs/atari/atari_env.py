@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from rlframe.envs.base import Env, EnvStep
+from rlframe.samplers.collections import TrajInfo
 from rlframe.spaces.int_box import IntBox
 
 H, W = 104, 80  # Processed frame size.
@@ -47,6 +48,21 @@ def downsample(frame: np.ndarray) -> np.ndarray:
     a = frame.astype(np.uint16)
     return ((a[0::2, 0::2] + a[1::2, 0::2] + a[0::2, 1::2] + a[1::2, 1::2] + 2) // 4
             ).astype(np.uint8)
+
+
+class AtariTrajInfo(TrajInfo):
+    """:class:`TrajInfo` that also sums the raw game score, ``env_info.game_score``, as
+    ``GameScore`` (Atari returns are usually clipped; the score is what papers report)."""
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.GameScore = 0
+
+    def step(self, observation: Any, action: Any, reward: float, done: bool,
+             agent_info: Any, env_info: Any) -> None:
+        """Account for one step, adding ``env_info.game_score`` (0 if absent)."""
+        super().step(observation, action, reward, done, agent_info, env_info)
+        self["GameScore"] += float(getattr(env_info, "game_score", 0))
 
 
 class AtariEnv(Env):
@@ -294,15 +310,6 @@ def _make_ale(backend: str) -> Any:
         raise NotImplementedError("AtariEnv: backend='atari_py' is not implemented yet; "
                                   "use backend='ale_py'.")
     raise ValueError(f"AtariEnv: backend must be one of {BACKENDS}, got backend={backend!r}.")
-
-
-def __getattr__(name: str) -> Any:
-    # rlpyt's import path of AtariTrajInfo. The class lives with TrajInfo in the
-    # samplers layer, which envs may not import when this module loads.
-    if name == "AtariTrajInfo":
-        import importlib
-        return importlib.import_module("rlframe.samplers.collections").AtariTrajInfo
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _check_int(name: str, value: Any, minimum: int) -> None:
