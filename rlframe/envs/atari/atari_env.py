@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from rlframe.envs.base import Env, EnvStep
-from rlframe.samplers.collections import TrajInfo
+from rlframe.envs.traj_info import TrajInfo
 from rlframe.spaces.int_box import IntBox
 
 H, W = 104, 80  # Processed frame size.
