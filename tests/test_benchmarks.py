@@ -29,6 +29,8 @@ CASES = {
     "pg_updates.py": ["--rounds", "1", "--iterations", "1"],
     "compile_speedup.py": ["--rounds", "1", "--iterations", "1", "--updates", "4"],
     "async_vs_sync.py": ["--n_steps", "4096", "--rounds", "1", "--heavy_us", "20"],
+    "atari_env_throughput.py": ["--steps", "200", "--rounds", "1", "--batch_B", "2",
+                                "--n_itr", "2"],
     "sync_scaling.py": ["--env_id", "Pendulum-v1", "--batch_T", "64", "--itrs", "3",
                         "--rounds", "1"],
 }
@@ -45,6 +47,8 @@ RATIO = {  # What each script's table prints next to its figures.
     # Where torch.compile cannot run, the script says so instead.
     "compile_speedup.py": r"speedup \d+\.\d\d|torch.compile cannot run here",
     "async_vs_sync.py": r"AsyncRl, sampler lead\s+\d+\s+\d+\s+\d+\.\d\d\s+\d+\.\d\dx",
+    "atari_env_throughput.py": (r"(?s)AtariEnv\s+[\d,]+\s+\d\.\d\d\n.*"
+                                r"Cpu, 2 workers\s+[\d,]+\s+\d+\.\d\d"),
     "sync_scaling.py": r"2 ranks x 1 thread\s+\d+\s+\d+\.\d\s+\d+\.\d\dx",
 }
 NEEDS = {"vs_sb3.py": "stable_baselines3"}  # Optional packages a script compares against.
