@@ -16,7 +16,8 @@ def check_image_shape(model: str, image_shape: Sequence[int]) -> tuple[int, int,
     shape = tuple(int(d) for d in image_shape)
     if len(shape) != 3:
         raise ValueError(f"{model} takes image observations: image_shape must be (C, H, W), "
-                         f"got {shape}. Vector observations need an MLP model instead.")
+                         f"got {shape}. For vector observations use an MLP model (the DQN-family "
+                         "agents without 'Atari' in their name default to one).")
     return shape
 
 
