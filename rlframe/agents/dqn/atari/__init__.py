@@ -1,0 +1,1 @@
+"""Q-learning agents with convolutional models for Atari frames [C, H, W]."""
