@@ -13,7 +13,7 @@ from rlframe.agents.dqn.atari.atari_dqn_agent import AtariDqnAgent
 from rlframe.algos.dqn.dqn import DQN
 from rlframe.envs.atari.atari_env import AtariEnv, AtariTrajInfo
 from rlframe.runners.minibatch_rl import MinibatchRlEval
-from rlframe.samplers.parallel.gpu.collectors import GpuWaitResetCollector
+from rlframe.samplers.parallel.gpu.collectors import GpuResetCollector
 from rlframe.samplers.parallel.gpu.sampler import GpuSampler
 from rlframe.utils.logging.context import logger_context
 
@@ -31,7 +31,7 @@ def build_and_train(game="pong", run_ID=0, cuda_idx=None, n_parallel=2, n_steps=
         EnvCls=AtariEnv,
         TrajInfoCls=AtariTrajInfo,
         env_kwargs=config["env"],
-        CollectorCls=GpuWaitResetCollector,
+        CollectorCls=GpuResetCollector,  # Finished envs reset at once: no idle steps in replay.
         eval_env_kwargs=config["env"],
         max_decorrelation_steps=0,
         eval_n_envs=eval_n_envs,

@@ -604,11 +604,23 @@ def test_bad_arguments_raise_clear_errors():
         R2D1(pri_eta=2)
 
 
-def test_dqn_needs_mid_batch_reset():
-    agent = DqnAgent()
-    with pytest.raises(ValueError, match="mid_batch_reset=False"):
-        run_iterations(DQN(min_steps_learn=0, replay_size=100), agent, 1,
-                       CollectorCls=CpuWaitResetCollector)
+def test_dqn_with_wait_reset_collector_warns_and_learns_from_real_steps(capsys):
+    """Held steps (zeros, done) reach the replay as terminal transitions; the warning says
+    so, and the real transitions before them keep their own returns."""
+    from rlframe.utils.logging import logger
+    logger.enable()
+    try:
+        algo = DQN(min_steps_learn=0, replay_size=200, batch_size=8)
+        infos = run_iterations(algo, DqnAgent(), 4, batch_T=16, CollectorCls=CpuWaitResetCollector)
+    finally:
+        logger.disable()
+    assert "mid_batch_reset=False" in capsys.readouterr().out
+    done = algo.replay_buffer.samples.done[:64]  # 4 batches of 16 steps.
+    reward = algo.replay_buffer.samples.reward[:64]
+    held = np.zeros_like(done)
+    held[1:] = done[:-1] & done[1:]
+    assert held.any() and (reward[held] == 0).all() and (reward[~done] == 1).all()
+    assert all(np.isfinite(info.loss).all() for info in infos)
 
 
 def test_replay_too_small_for_n_step():

@@ -174,11 +174,16 @@ class OffPolicyAlgorithm(RlAlgorithm):
     def _setup(self, agent: BaseAgent, n_itr: int, batch_spec: BatchSpec,
                mid_batch_reset: bool, examples: Examples | None) -> None:
         if not mid_batch_reset:
-            raise ValueError(
-                f"{type(self).__name__} needs a sampler whose collector resets envs mid-batch "
-                "(mid_batch_reset=True, e.g. CpuResetCollector, the default), got "
-                "mid_batch_reset=False: its replay stores each env's steps as one continuous "
-                "stream.")
+            # A waiting env records zeros with done=True until the batch ends: each such
+            # step reaches the replay as a zero-reward terminal transition from a blank
+            # observation. Real transitions are unaffected (their returns stop at the
+            # done before), so the cost is the share of updates those steps take.
+            logger.log(f"WARNING: {type(self).__name__} with a collector that holds finished "
+                       "envs until the batch ends (mid_batch_reset=False): the held steps, at "
+                       f"most batch_T - 1 = {batch_spec.T - 1} per episode, are stored as "
+                       "zero-reward terminal transitions from an all-zero observation and take "
+                       "a share of the updates. A reset collector (mid_batch_reset=True, e.g. "
+                       "CpuResetCollector, GpuResetCollector) stores none.")
         if examples is None:
             raise ValueError(f"{type(self).__name__}.initialize needs the sampler's examples "
                              "(one step of every field) to build its replay buffer.")
