@@ -15,9 +15,17 @@ middle of a chunk). After every chunk, every item the replay may sample is
 rebuilt and compared with what the env returned: the observation, the n-step
 target observation and the sequences of sequence replays; the replay's own
 draws are checked to come only from those items, and to reach all of them.
+The configurations include the replays DQN and R2D1 build for AtariEnv, and
+shared replays appended to by another process.
+
+Last, 1M-transition replays are built as Atari runs build them, to count what
+they allocate per transition (one 104x80 frame, not a 4-frame stack, plus small
+per-step fields) and to check that memory is taken only where written.
 """
 import math
 import multiprocessing as mp
+import os
+from collections import namedtuple
 
 import numpy as np
 import pytest
@@ -25,8 +33,9 @@ import torch
 
 pytest.importorskip("ale_py")
 
-from rlframe.algos.dqn.r2d1 import (PrioritiesSamplesToBuffer, SamplesToBufferRnn,  # noqa: E402
-                                    SamplesToBufferTlRnn)
+from rlframe.algos.dqn.dqn import DQN  # noqa: E402
+from rlframe.algos.dqn.r2d1 import (R2D1, PrioritiesSamplesToBuffer,  # noqa: E402
+                                    SamplesToBufferRnn, SamplesToBufferTlRnn)
 from rlframe.algos.off_policy import SamplesToBuffer, SamplesToBufferTl  # noqa: E402
 from rlframe.envs.atari import AtariEnv  # noqa: E402
 from rlframe.replays.layouts import SequenceLayout  # noqa: E402
@@ -38,11 +47,11 @@ from rlframe.replays.non_sequence.time_limit import (AsyncTlUniformReplayBuffer,
                                                      TlPrioritizedReplayBuffer,
                                                      TlUniformReplayBuffer)
 from rlframe.replays.replay_buffer import ReplayBuffer  # noqa: E402
-from rlframe.replays.sampling import PrioritizedSampling  # noqa: E402
 from rlframe.replays.sequence.frame import (  # noqa: E402
     AsyncPrioritizedSequenceReplayFrameBuffer, AsyncUniformSequenceReplayFrameBuffer,
     PrioritizedSequenceReplayFrameBuffer, UniformSequenceReplayFrameBuffer)
 from rlframe.replays.targets import NStepTargets  # noqa: E402
+from rlframe.samplers.collections import BatchSpec  # noqa: E402
 from rlframe.utils.buffer import numpify_buffer, torchify_buffer  # noqa: E402
 from rlframe.utils.collections import namedarraytuple  # noqa: E402
 
@@ -144,6 +153,51 @@ def test_recording_has_every_kind_of_episode_end(recording):
     assert_equal(frame_seen, expect_seen)
 
 
+# ------------------------------------------------------------- what the algorithms build
+AgentInfo = namedtuple("AgentInfo", ["q", "prev_rnn_state"])  # What an R2D1 agent records.
+LSTM_STATE = RnnState(h=np.zeros((1, 512), np.float32), c=np.zeros((1, 512), np.float32))
+
+
+def atari_examples(rnn_state=LSTM_STATE):
+    """The sampler's examples of an Atari run: one step of every field."""
+    env = AtariEnv(game="breakout")
+    observation = env.reset()
+    action = np.int64(1)
+    _, reward, done, env_info = env.step(action)
+    return dict(observation=observation, action=action, reward=reward, done=np.bool_(done),
+                env_info=env_info,
+                agent_info=AgentInfo(q=np.zeros(4, np.float32), prev_rnn_state=rnn_state))
+
+
+def dqn_replay(async_=False, **kwargs):
+    """The replay DQN builds for AtariEnv (shared, as in async_initialize, with async_)."""
+    return DQN(**kwargs).initialize_replay_buffer(atari_examples(), BatchSpec(T=5, B=B),
+                                                  async_=async_)
+
+
+def r2d1_replay(rnn_state=LSTM_STATE, **kwargs):
+    """The replay R2D1 builds for AtariEnv."""
+    return R2D1(**kwargs).initialize_replay_buffer(atari_examples(rnn_state),
+                                                   BatchSpec(T=40, B=B))
+
+
+def test_atari_algorithms_pick_frame_replays():
+    """Atari observations (uint8 [C, H, W]) are stored one frame per step by every
+    algorithm, with time-limit flags since AtariEnv reports ``env_info.timeout``."""
+    for replay, prioritized, time_limit in [
+            (dqn_replay(replay_size=1000), False, True),
+            (dqn_replay(replay_size=1000, bootstrap_timelimit=False), False, False),
+            (dqn_replay(replay_size=1000, prioritized_replay=True, async_=True), True, True),
+            (r2d1_replay(replay_size=1000, batch_T=20, warmup_T=10,
+                         store_rnn_state_interval=10), True, True)]:
+        assert replay.observations is not None and replay.n_frames == N_FRAMES
+        assert "observation" not in replay.samples._fields
+        assert replay.samples_frames.shape == (replay.T + N_FRAMES - 1, B, H, W)
+        assert replay.targets.time_limit == time_limit
+        assert replay.sampling.prioritized == prioritized
+    assert isinstance(replay.layout, SequenceLayout) and replay.sampling.input_priorities
+
+
 # ----------------------------------------------------------------- checking a replay
 def valid_items(replay, n_appended, frames, seq_T=None):
     """Global ``(steps, envs)`` of every item a replay holding the first ``n_appended``
@@ -223,19 +277,10 @@ def check_sequences(replay, rec, n_appended, frames, time_limit):
 SIZE = REPLAY_T * B
 
 
-def _composed(ex, n, prioritized, shared=False):
-    """What DQN builds for AtariEnv by default: frames with time-limit targets."""
-    sampling = PrioritizedSampling(alpha=0.6, beta=0.4) if prioritized else None
-    return ReplayBuffer(ex, SIZE, B, targets=NStepTargets(0.99, n, time_limit=True),
-                        sampling=sampling, frames=True, shared=shared)
-
-
-def _composed_sequences(ex, prioritized):
-    """What R2D1 builds for AtariEnv by default (bootstrap_timelimit, input priorities)."""
-    sampling = PrioritizedSampling(input_priorities=True, input_priority_shift=1) \
-        if prioritized else None
+def _timelimit_sequences(ex):
+    """Uniform sequences of frames with time-limit flags (R2D1's replay, not prioritized)."""
     return ReplayBuffer(ex, SIZE, B, targets=NStepTargets(0.997, 2, time_limit=True),
-                        sampling=sampling, layout=SequenceLayout(RSI, SEQ_T), frames=True)
+                        layout=SequenceLayout(RSI, SEQ_T), frames=True)
 
 
 STEP_CONFIGS = {  # id: (build(example), example type, frames, time-limit targets)
@@ -245,12 +290,9 @@ STEP_CONFIGS = {  # id: (build(example), example type, frames, time-limit target
                        SamplesToBuffer, True, False),
     "prioritized": (lambda ex: PrioritizedReplayFrameBuffer(ex, SIZE, B),
                     SamplesToBuffer, True, False),
-    "prioritized-nstep3": (lambda ex: PrioritizedReplayFrameBuffer(ex, SIZE, B, discount=0.99,
-                                                                   n_step_return=3),
+    "prioritized-nstep5": (lambda ex: PrioritizedReplayFrameBuffer(ex, SIZE, B, discount=0.99,
+                                                                   n_step_return=5),
                            SamplesToBuffer, True, False),
-    "timelimit-frames-nstep3": (lambda ex: _composed(ex, 3, False), SamplesToBufferTl, True, True),
-    "timelimit-frames-prioritized": (lambda ex: _composed(ex, 1, True), SamplesToBufferTl,
-                                     True, True),
     "TlUniform-nstep3": (lambda ex: TlUniformReplayBuffer(ex, SIZE, B, 0.99, 3),
                          SamplesToBufferTl, False, True),
     "TlPrioritized": (lambda ex: TlPrioritizedReplayBuffer(ex, SIZE, B), SamplesToBufferTl,
@@ -261,8 +303,11 @@ STEP_CONFIGS = {  # id: (build(example), example type, frames, time-limit target
                          SamplesToBuffer, True, False),
     "AsyncTlUniform-nstep3": (lambda ex: AsyncTlUniformReplayBuffer(ex, SIZE, B, 0.99, 3),
                               SamplesToBufferTl, False, True),
-    "async-timelimit-frames-prioritized": (lambda ex: _composed(ex, 2, True, shared=True),
-                                           SamplesToBufferTl, True, True),
+    "DQN(n_step_return=3)": (lambda ex: dqn_replay(replay_size=SIZE, n_step_return=3),
+                             SamplesToBufferTl, True, True),
+    "DQN(prioritized_replay=True), async": (
+        lambda ex: dqn_replay(replay_size=SIZE, prioritized_replay=True, async_=True),
+        SamplesToBufferTl, True, True),
 }
 
 SEQUENCE_CONFIGS = {
@@ -277,26 +322,31 @@ SEQUENCE_CONFIGS = {
                      SamplesToBufferRnn, False),
     "AsyncPrioritized": (lambda ex: AsyncPrioritizedSequenceReplayFrameBuffer(
         ex, SIZE, B, RSI, SEQ_T, n_step_return=2), SamplesToBufferRnn, False),
-    "timelimit-uniform": (lambda ex: _composed_sequences(ex, False), SamplesToBufferTlRnn, True),
-    "timelimit-prioritized-input-priorities": (lambda ex: _composed_sequences(ex, True),
-                                               SamplesToBufferTlRnn, True),
+    "timelimit-uniform": (lambda ex: _timelimit_sequences(ex), SamplesToBufferTlRnn, True),
+    "R2D1()": (lambda ex: r2d1_replay(ex.prev_rnn_state, replay_size=SIZE, batch_T=SEQ_T - 2,
+                                      warmup_T=2, store_rnn_state_interval=RSI,
+                                      n_step_return=2), SamplesToBufferTlRnn, True),
 }
 
 
 def append_and_check(replay, ExampleCls, rec, check, frames, time_limit, chunk_T):
-    """Append the recording chunk by chunk, checking every sampleable item after each."""
+    """Append the recording in chunks of ``chunk_T`` steps (an int, or a list of lengths),
+    checking every sampleable item after each; returns the items checked."""
     assert replay.T == REPLAY_T
-    seen, cursors = set(), set()
+    sizes = [chunk_T] * (rec.n_steps // chunk_T) if isinstance(chunk_T, int) else chunk_T
+    seen, cursors, start = set(), set(), 0
     input_priorities = replay.sampling.input_priorities
-    for start in range(0, rec.n_steps, chunk_T):
-        chunk = rec.chunk(ExampleCls, start, start + chunk_T)
+    for size in sizes:
+        chunk = rec.chunk(ExampleCls, start, start + size)
         if input_priorities:
             chunk = PrioritiesSamplesToBuffer(priorities=torch.ones(B), samples=chunk)
         replay.append_samples(chunk)
-        steps, envs = check(replay, rec, start + chunk_T, frames, time_limit)
+        start += size
+        steps, envs = check(replay, rec, start, frames, time_limit)
         seen.update(zip(steps.tolist(), envs.tolist()))
         cursors.add(replay.t)
-    assert len(cursors) == REPLAY_T // math.gcd(chunk_T, REPLAY_T)
+    if isinstance(chunk_T, int):  # The chunks stopped at every row they can.
+        assert len(cursors) == REPLAY_T // math.gcd(chunk_T, REPLAY_T)
     return seen
 
 
@@ -325,6 +375,21 @@ def test_step_replays_rebuild_env_observations(recording, config):
     assert_corners_seen(seen, recording, replay)
 
 
+@pytest.mark.parametrize("config", ["uniform-nstep3", "prioritized-nstep5"])
+def test_chunks_from_one_step_to_the_whole_ring(recording, config):
+    """``append_samples`` takes chunks of any length up to the ring's: from one step,
+    which refreshes the rows copied for the wrap alone, to the whole ring at once."""
+    build, ExampleCls, frames, time_limit = STEP_CONFIGS[config]
+    np.random.seed(0)
+    replay = build(recording.example(ExampleCls))
+    T = REPLAY_T
+    sizes = [T, 1, T - 1, 2, T - 2, 3, T - 3, 4, T - 4, 1, 1, 1, T, 2, 5]
+    assert sum(sizes) <= recording.n_steps
+    seen = append_and_check(replay, ExampleCls, recording, check_steps, frames, time_limit,
+                            sizes)
+    assert len(seen) > 3 * T
+
+
 @pytest.mark.parametrize("config", list(SEQUENCE_CONFIGS))
 def test_sequence_replays_rebuild_env_observations(recording, config):
     build, ExampleCls, time_limit = SEQUENCE_CONFIGS[config]
@@ -342,7 +407,7 @@ def _append_all(replay, ExampleCls, rec, chunk_T):
         replay.append_samples(rec.chunk(ExampleCls, start, start + chunk_T))
 
 
-@pytest.mark.parametrize("config", ["AsyncUniform-nstep3", "async-timelimit-frames-prioritized",
+@pytest.mark.parametrize("config", ["AsyncUniform-nstep3", "DQN(prioritized_replay=True), async",
                                     "sequence-AsyncPrioritized"])
 def test_shared_replays_rebuild_what_another_process_appended(recording, config):
     """As with an asynchronous runner: a child process (the memory copier) appends, this
@@ -364,3 +429,101 @@ def test_shared_replays_rebuild_what_another_process_appended(recording, config)
     np.random.seed(0)
     steps, _ = check(replay, recording, n_appended, frames, time_limit)
     assert len(steps) > 0
+
+
+# ------------------------------------------------------------------------------ memory
+MILLION = int(1e6)
+FRAME_BYTES = H * W
+def _r2d1_shaped_example(rec):
+    return rec.example(SamplesToBufferRnn)._replace(prev_rnn_state=LSTM_STATE)
+
+
+SUM_TREE_BYTES = 2 * 8 * 2 ** 20 / MILLION  # Two float64 per leaf, leaves padded to 2**20.
+R2D1_BYTES = (5  # n-step return_ float32, done_n bool,
+              + 2 * 512 * 4 / 40  # the LSTM state (h, c) every 40 steps,
+              + 2 * 8 * 2 ** 15 / MILLION + 8 / 40)  # sum tree and input priorities per 40.
+MEMORY_CONFIGS = {  # id: (build(recording), bytes per transition besides frames)
+    # action int64 8, reward float32 4, done bool 1.
+    "UniformReplayFrameBuffer": (
+        lambda rec: UniformReplayFrameBuffer(rec.example(SamplesToBuffer), MILLION, B), 13),
+    "PrioritizedReplayFrameBuffer": (
+        lambda rec: PrioritizedReplayFrameBuffer(rec.example(SamplesToBuffer), MILLION, B),
+        13 + SUM_TREE_BYTES),
+    "PrioritizedSequenceReplayFrameBuffer": (
+        lambda rec: PrioritizedSequenceReplayFrameBuffer(
+            _r2d1_shaped_example(rec), MILLION, B, rnn_state_interval=40, batch_T=120,
+            discount=0.997, n_step_return=5, input_priorities=True, input_priority_shift=1),
+        13 + R2D1_BYTES),
+    "AsyncUniformReplayFrameBuffer": (
+        lambda rec: AsyncUniformReplayFrameBuffer(rec.example(SamplesToBuffer), MILLION, B), 13),
+    # The algorithms' defaults with AtariEnv keep env_info.timeout: + 1 (and timeout_n 1).
+    "DQN()": (lambda rec: dqn_replay(), 14),
+    "DQN(prioritized_replay=True, n_step_return=3), async": (
+        lambda rec: dqn_replay(async_=True, prioritized_replay=True, n_step_return=3),
+        14 + 6 + SUM_TREE_BYTES),
+    "R2D1()": (lambda rec: r2d1_replay(), 14 + 1 + R2D1_BYTES),
+}
+
+
+def allocated_arrays(replay):
+    """Every array a replay allocated, found by walking its parts, each counted once
+    (through the array it views); the example it was built from is left out."""
+    found, seen, stack = {}, set(), [replay]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, np.ndarray):
+            found[id(base_array(obj))] = base_array(obj)
+        elif isinstance(obj, (tuple, list)):
+            stack.extend(obj)
+        elif isinstance(obj, dict):
+            stack.extend(obj.values())
+        elif type(obj).__module__.startswith("rlframe") and hasattr(obj, "__dict__"):
+            stack.extend(value for name, value in vars(obj).items()
+                         if name != "_frame_example")  # A view of the caller's example.
+    return list(found.values())
+
+
+def base_array(a):
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+def resident_bytes():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads Linux's /proc")
+@pytest.mark.parametrize("config", list(MEMORY_CONFIGS))
+def test_million_transition_frame_replays_hold_one_frame_per_transition(recording, config):
+    """A 1M-transition Atari replay allocates one 104x80 frame per transition (not a
+    4-frame stack) plus the small per-step fields, and takes memory only where written."""
+    build, other_bytes = MEMORY_CONFIGS[config]
+    before = resident_bytes()
+    replay = build(recording)
+    assert MILLION <= replay.size < MILLION + 40 * B
+    assert replay.storage.shared == ("async" in config.lower())
+    arrays = allocated_arrays(replay)
+    frames = base_array(replay.samples_frames)
+    assert frames.shape == (replay.T + N_FRAMES - 1, B, H, W)
+    frame_bytes = frames.nbytes / replay.size
+    rest = sum(a.nbytes for a in arrays if a is not frames) / replay.size
+    assert FRAME_BYTES < frame_bytes < 1.05 * FRAME_BYTES
+    assert rest == pytest.approx(other_bytes, abs=0.01), {a.shape: a.dtype for a in arrays}
+    # Appending and sampling touch the rows written, not the whole replay.
+    ExampleCls = SamplesToBufferTl if replay.targets.time_limit else SamplesToBuffer
+    for start in range(0, N_STEPS, 40):  # Chunks of 40: R2D1 keeps a state every 40 steps.
+        chunk = recording.chunk(ExampleCls, start, start + 40)
+        if replay.layout.rnn_state_interval:
+            zeros = torch.zeros(chunk.done.shape + (1, 512))
+            Cls = SamplesToBufferTlRnn if replay.targets.time_limit else SamplesToBufferRnn
+            chunk = Cls(*chunk, prev_rnn_state=RnnState(h=zeros, c=zeros))
+        if replay.sampling.input_priorities:
+            chunk = PrioritiesSamplesToBuffer(priorities=torch.ones(B), samples=chunk)
+        replay.append_samples(chunk)
+    replay.sample_batch(4)
+    assert resident_bytes() - before < 64 * 2 ** 20
