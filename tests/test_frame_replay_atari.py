@@ -243,14 +243,11 @@ def check_steps(replay, rec, n_appended, frames, time_limit):
     batch = replay.extract_batch(steps % replay.T, envs)
     assert_equal(batch.action.numpy(), rec.action[steps, envs])
     assert_equal(batch.done.numpy(), rec.done[steps, envs])
-    assert_equal(batch.done_n.numpy(),
-                                  np.any([rec.done[steps + k, envs] for k in range(n)], 0))
+    assert_equal(batch.done_n.numpy(), np.any([rec.done[steps + k, envs] for k in range(n)], 0))
     if time_limit:
         assert_equal(batch.timeout.numpy(), rec.timeout[steps, envs])
-    assert_equal(batch.agent_inputs.observation.numpy(),
-                                  rec.observation[steps, envs])
-    assert_equal(batch.target_inputs.observation.numpy(),
-                                  rec.observation[steps + n, envs])
+    assert_equal(batch.agent_inputs.observation.numpy(), rec.observation[steps, envs])
+    assert_equal(batch.target_inputs.observation.numpy(), rec.observation[steps + n, envs])
     check_draws(replay, n_appended, steps, envs)
     return steps, envs
 
