@@ -1,13 +1,14 @@
 import multiprocessing as mp
+import os
 import pickle
 
 import numpy as np
 import pytest
 import torch
 
-from rlframe.utils.buffer import (RowWriter, buffer_from_example, buffer_func, buffer_method,
-                                  buffer_to, get_leading_dims, np_mp_array, numpify_buffer,
-                                  torchify_buffer)
+from rlframe.utils.buffer import (OWN_ARENA_BYTES, RowWriter, buffer_from_example, buffer_func,
+                                  buffer_method, buffer_to, get_leading_dims, np_mp_array,
+                                  numpify_buffer, torchify_buffer)
 from rlframe.utils.collections import namedarraytuple
 from rlframe.utils.misc import extract_sequences, iterate_mb_idxs
 from rlframe.utils.tensor import (from_onehot, infer_leading_dims, restore_leading_dims,
@@ -92,22 +93,37 @@ def test_buffer_to_method_func_and_leading_dims():
         get_leading_dims(bad, n_dim=2)
 
 
-def _child_write(arr):
+def _child_write(arr, view):
     arr[2] = 42.
+    view[0, 1] = 7.  # view[0, 1] is arr[-2].
 
 
+@pytest.mark.parametrize("size", [5, 3 * OWN_ARENA_BYTES // 4], ids=["small", "large"])
 @pytest.mark.parametrize("method", ["fork", "spawn"])
-def test_np_mp_array_shared_with_child(method):
-    arr = np_mp_array((5,), np.float32)
+def test_np_mp_array_shared_with_child(method, size):
+    arr = np_mp_array((size,), np.float32)
     assert np.all(arr == 0)
     ctx = mp.get_context(method)
-    p = ctx.Process(target=_child_write, args=(arr,))
+    p = ctx.Process(target=_child_write, args=(arr, arr[-4:].reshape(2, 2)[1:, ::-1]))
     p.start()
     p.join(timeout=60)
     assert p.exitcode == 0
-    assert arr[2] == 42.
+    assert arr[2] == 42. and arr[-2] == 7.
+    assert np.count_nonzero(arr) == 2
     view = pickle.loads(pickle.dumps(arr[1:3]))  # views pickle by value
     assert isinstance(view, np.ndarray) and view[1] == 42.
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads Linux's /proc")
+def test_large_np_mp_array_takes_memory_only_where_written():
+    with open("/proc/self/statm") as f:
+        before = int(f.read().split()[1])
+    arr = np_mp_array((2 ** 28,), np.float32)  # 1 GiB
+    arr[::2 ** 20] = 1.
+    with open("/proc/self/statm") as f:
+        pages = int(f.read().split()[1]) - before
+    assert pages * os.sysconf("SC_PAGE_SIZE") < 2 ** 26
+    assert arr[2 ** 20] == 1. and arr[1] == 0.
 
 
 def test_tensor_helpers():

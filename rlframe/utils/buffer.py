@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import multiprocessing as mp
+from multiprocessing import heap as mp_heap
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -76,25 +77,34 @@ def build_array(example: Any, leading_dims: int | Sequence[int],
 
 def _rebuild_shared_array(raw: Any, dtype: str, shape: tuple, strides: tuple,
                           offset: int) -> "SharedNdarray":
-    arr = np.ndarray(shape, dtype=np.dtype(dtype), buffer=raw, offset=offset,
+    buffer = raw.buffer if isinstance(raw, mp_heap.Arena) else raw
+    arr = np.ndarray(shape, dtype=np.dtype(dtype), buffer=buffer, offset=offset,
                      strides=strides).view(SharedNdarray)
     arr._raw = raw
     return arr
+
+
+def _start_address(raw: Any) -> int:
+    """Address of the first byte of a ``RawArray`` or of an ``Arena``'s mapping."""
+    if isinstance(raw, mp_heap.Arena):
+        return np.frombuffer(raw.buffer, np.uint8).__array_interface__["data"][0]
+    return ctypes.addressof(raw)
 
 
 class SharedNdarray(np.ndarray):
     """A numpy array (or a view of one) on ``multiprocessing`` shared memory.
 
     Forked children share it directly. When pickled to a spawned or forkserver
-    child (as a Process argument), the underlying ``RawArray`` is handed over
-    together with the view's offset and strides, so the child writes the same
-    memory, e.g. ``samples.agent.action`` (a view of the [T + 1, B] array).
+    child (as a Process argument), the underlying shared memory (a ``RawArray``,
+    or for large arrays an ``Arena`` of their own) is handed over together with
+    the view's offset and strides, so the child writes the same memory, e.g.
+    ``samples.agent.action`` (a view of the [T + 1, B] array).
     """
 
     _raw: Any = None
 
     def __array_finalize__(self, obj):
-        # Views and slices keep a reference to the shared RawArray they live in.
+        # Views and slices keep a reference to the shared memory they live in.
         self._raw = getattr(obj, "_raw", None)
 
     def __reduce__(self):
@@ -103,21 +113,33 @@ class SharedNdarray(np.ndarray):
         # anything else (files, queues) hold a copy of the values.
         if raw is None or mp.context.get_spawning_popen() is None:
             return np.asarray(self).__reduce__()
-        offset = self.__array_interface__["data"][0] - ctypes.addressof(raw)
+        offset = self.__array_interface__["data"][0] - _start_address(raw)
         return (_rebuild_shared_array,
                 (raw, self.dtype.str, self.shape, self.strides, offset))
 
 
+# Shared arrays of at least this many bytes get a multiprocessing Arena (a new,
+# unlinked shared-memory file) of their own, instead of a RawArray block.
+OWN_ARENA_BYTES = 2 ** 20
+
+
 def np_mp_array(shape: int | Sequence[int], dtype: npt.DTypeLike) -> np.ndarray:
-    """Zeroed numpy array backed by ``multiprocessing.RawArray`` shared memory.
+    """Zeroed numpy array on ``multiprocessing`` shared memory.
 
     The memory is anonymous and freed with the last process that maps it:
-    nothing is left in ``/dev/shm``.
+    nothing is left in ``/dev/shm``. Like ``np.zeros``, a large array takes
+    memory only where it is written: it gets a new shared-memory file of its
+    own, which reads as zeros. (``RawArray`` writes zeros over its whole block,
+    since its heap reuses freed blocks; for a 1M-transition Atari replay that
+    is 8 GB of memory committed, and seconds spent, before the first step.)
     """
     shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
     dtype = np.dtype(dtype)
     size = max(int(np.prod(shape)), 1) * dtype.itemsize
-    raw = mp.RawArray("b", size)  # zero-initialised
+    if size >= OWN_ARENA_BYTES:
+        raw = mp_heap.Arena(size)
+    else:
+        raw = mp.RawArray("b", size)  # zero-initialised
     return _rebuild_shared_array(raw, dtype.str, shape, None, 0)
 
 
