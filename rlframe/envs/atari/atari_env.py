@@ -139,6 +139,12 @@ class AtariEnv(Env):
         # Seeds ALE and the no-op RNG; drawn from numpy's global RNG so that
         # np.random.seed(...) before construction fixes an unseeded env too.
         self.seed(int(np.random.randint(0, 2 ** 31)))
+        # Some of ale-py's ROMs draw taller screens (214 to 250 lines; PAL ones 250): the
+        # frame processing wants 210, and atari-py would write past the end of the buffer.
+        screen_shape = self.ale.getScreenGrayscale().shape[:2]  # atari-py adds a last axis.
+        if screen_shape != (RAW_H, RAW_W):
+            raise ValueError(f"AtariEnv: game={game!r} has a {screen_shape[0]}x{screen_shape[1]} "
+                             f"screen in ale-py's ROM; AtariEnv needs {RAW_H}x{RAW_W}.")
 
         # What ale.act takes (ale-py: Action enums; atari-py: ints), and ALE action ids.
         self._action_set: list = list(self.ale.getMinimalActionSet())
