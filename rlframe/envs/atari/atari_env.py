@@ -160,13 +160,15 @@ class AtariEnv(Env):
     def seed(self, seed: int | None = None) -> None:
         """Seed ALE (``random_seed``, reloading the ROM) and the no-op RNG.
 
-        Takes effect from the next :meth:`reset`; ``None`` draws a fresh seed.
+        ALE's seed is ``1 + seed % (2**31 - 1)``, never 0, which atari-py's ALE
+        replaces by the clock. Takes effect from the next :meth:`reset`; ``None``
+        draws a fresh seed.
         """
         if seed is None:
             seed = int(np.random.randint(0, 2 ** 31))
-        seed = int(seed) % 2 ** 31
-        self._rng = np.random.default_rng(seed)
-        self.ale.setInt("random_seed", seed)
+        seed = int(seed)
+        self._rng = np.random.default_rng(seed % 2 ** 31)
+        self.ale.setInt("random_seed", 1 + seed % (2 ** 31 - 1))
         # Sticky actions must be set before the ROM loads to take effect.
         self.ale.setFloat("repeat_action_probability", self._repeat_action_probability)
         self.ale.loadROM(self._rom_path)
