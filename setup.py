@@ -1,7 +1,11 @@
 from setuptools import find_packages, setup
 
 extras = {
-    "atari": ["atari-py"],
+    # AtariEnv(backend="atari_py"): rlpyt's emulator, last released as 0.2.9 (AtariEnv's
+    # list of its games is that version's). No wheels for current Pythons (3.11 included):
+    # pip builds it from source, needing cmake and zlib headers (CMake 4 also needs
+    # CMAKE_POLICY_VERSION_MINIMUM=3.5 in the environment).
+    "atari": ["atari-py==0.2.9"],
     "mujoco": ["mujoco>=2.3.3", "imageio>=2.14"],
     "tensorboard": ["tensorboard>=2.10"],
     "plots": ["matplotlib>=3.5"],
@@ -10,7 +14,8 @@ extras = {
 }
 # The test suite covers the MuJoCo examples and TensorBoard logging too.
 extras["test"] = ["pytest>=7", "pytest-timeout>=2"] + extras["mujoco"] + extras["tensorboard"]
-# Every optional feature at once (envpool included); atari-py is the legacy Atari stack.
+# Every optional feature at once (envpool included); atari-py is the legacy Atari stack,
+# a source build that ale-py (core) makes unnecessary.
 extras["all"] = sorted({req for name, reqs in extras.items() if name != "atari" for req in reqs})
 
 setup(

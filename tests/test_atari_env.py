@@ -1,4 +1,4 @@
-"""AtariEnv on ale-py: observations, seeding, lives, time limit, rewards, errors."""
+"""AtariEnv: observations, seeding, lives, time limit, rewards, errors; atari-py vs ale-py."""
 import numpy as np
 import pytest
 
@@ -157,10 +157,66 @@ def test_backends():
     try:
         import atari_py  # noqa: F401
     except ImportError:
-        with pytest.raises(ImportError, match="atari"):
+        with pytest.raises(ImportError, match=r"rlframe\[atari\].*cmake"):
             AtariEnv(backend="atari_py")
     with pytest.raises(ValueError, match="backend='gym'"):
         AtariEnv(backend="gym")
+
+
+def test_screens_other_than_210x160_are_refused():
+    with pytest.raises(ValueError, match="game='adventure' has a 250x160 screen"):
+        AtariEnv(game="adventure")
+
+
+def test_seed_zero_gives_ale_a_nonzero_seed():
+    env = _env(game="pong")  # seed(0): ALE would seed from the clock on 0 (atari-py).
+    assert env.ale.getInt("random_seed") == 1
+
+
+ATARI_PY_SKIP = ("atari-py not installed: pip install 'rlframe[atari]' (a source build on "
+                 "Python 3.11, needing cmake and zlib headers)")
+
+
+def _trajectory(backend: str, game: str, steps: int, **kwargs) -> list:
+    env = AtariEnv(game=game, backend=backend, **kwargs)
+    env.seed(5)
+    rng = np.random.default_rng(0)
+    out = [env.reset()]
+    for _ in range(steps):
+        step = env.step(int(rng.integers(env.action_space.n)))
+        out.append(step)
+        if step.env_info.traj_done:
+            out.append(env.reset())
+    return out
+
+
+@pytest.mark.parametrize("game, kwargs", [("breakout", {"fire_on_reset": True}),
+                                          ("pong", {"horizon": 150})])
+def test_atari_py_backend_steps_like_ale_py(game, kwargs):
+    pytest.importorskip("atari_py", reason=ATARI_PY_SKIP)
+    a = _trajectory("ale_py", game, 400, **kwargs)
+    b = _trajectory("atari_py", game, 400, **kwargs)
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        if isinstance(x, np.ndarray):  # A reset's observation.
+            np.testing.assert_array_equal(x, y)
+        else:
+            np.testing.assert_array_equal(x.observation, y.observation)
+            assert x.reward == y.reward and x.reward.dtype == y.reward.dtype
+            assert x.done == y.done and x.env_info == y.env_info
+    steps = [x for x in a if not isinstance(x, np.ndarray)]
+    assert any(s.env_info.traj_done for s in steps)  # A game over or a horizon, then reset.
+    assert any(s.reward != 0 for s in steps)
+    if game == "breakout":
+        assert any(s.done and not s.env_info.traj_done for s in steps)  # A lost life.
+
+
+def test_atari_py_backend_refuses_games_it_lacks():
+    pytest.importorskip("atari_py", reason=ATARI_PY_SKIP)
+    env = AtariEnv(game="pong", backend="atari_py")
+    assert env.backend == "atari_py" and env.get_action_meanings()[:2] == ["NOOP", "FIRE"]
+    with pytest.raises(ValueError, match="game='video_chess'.*backend='ale_py'"):
+        AtariEnv(game="video_chess", backend="atari_py")
 
 
 def test_serial_sampler_steps_atari():

@@ -34,6 +34,23 @@ ACTION_MEANING = {
 """Meaning of each of the 18 ALE actions, by ALE action id."""
 
 BACKENDS = ("ale_py", "atari_py")
+"""Emulator packages ``AtariEnv`` runs on (its ``backend`` argument)."""
+
+ATARI_PY_GAMES = frozenset((
+    "adventure", "air_raid", "alien", "amidar", "assault", "asterix", "asteroids", "atlantis",
+    "bank_heist", "battle_zone", "beam_rider", "berzerk", "bowling", "boxing", "breakout",
+    "carnival", "centipede", "chopper_command", "crazy_climber", "defender", "demon_attack",
+    "donkey_kong", "double_dunk", "elevator_action", "enduro", "fishing_derby", "freeway",
+    "frogger", "frostbite", "galaxian", "gopher", "gravitar", "hero", "ice_hockey", "jamesbond",
+    "journey_escape", "kangaroo", "keystone_kapers", "king_kong", "koolaid", "krull",
+    "kung_fu_master", "laser_gates", "lost_luggage", "montezuma_revenge", "mr_do", "ms_pacman",
+    "name_this_game", "phoenix", "pitfall", "pong", "pooyan", "private_eye", "qbert", "riverraid",
+    "road_runner", "robotank", "seaquest", "sir_lancelot", "skiing", "solaris", "space_invaders",
+    "star_gunner", "tennis", "tetris", "time_pilot", "trondead", "turmoil", "tutankham",
+    "up_n_down", "venture", "video_pinball", "wizard_of_wor", "yars_revenge", "zaxxon",
+))
+"""Games atari-py 0.2.9's ALE has settings for: it finds them by the ROM's file name
+and crashes (segfault) on any other ROM, so other games are refused up front."""
 
 
 def downsample(frame: np.ndarray) -> np.ndarray:
@@ -84,7 +101,14 @@ class AtariEnv(Env):
         max_start_noops: at most this many no-ops at reset (uniformly 0..max).
         repeat_action_probability: ALE sticky-action probability (rlpyt: 0).
         horizon: steps after which the game is cut (``timeout=True``).
-        backend: ``"ale_py"``; ``"atari_py"`` needs the ``atari`` extra.
+        backend: emulator package, ``"ale_py"`` (default) or ``"atari_py"``, the
+            legacy one rlpyt used: the ``atari`` extra, built from source on
+            Python 3.11 (needs cmake and zlib); ROMs come from ale-py; games of
+            ``ATARI_PY_GAMES`` only. Without sticky actions its older ALE plays
+            most games (breakout, pong, space_invaders, ...) step for step like
+            ale-py for the same seed; sticky actions and games that read
+            uninitialised RAM (seaquest, assault, ...) differ, the two ALEs
+            drawing those from different random streams.
     """
 
     def __init__(self, game: str = "pong", frame_skip: int = 4, num_img_obs: int = 4,
@@ -111,13 +135,20 @@ class AtariEnv(Env):
         self._backend: str = backend
 
         self._rom_path: str = rom_path(game)
-        self.ale = _make_ale(backend)
+        self.ale = _make_ale(backend, game)
         # Seeds ALE and the no-op RNG; drawn from numpy's global RNG so that
         # np.random.seed(...) before construction fixes an unseeded env too.
         self.seed(int(np.random.randint(0, 2 ** 31)))
+        # Some of ale-py's ROMs draw taller screens (214 to 250 lines; PAL ones 250): the
+        # frame processing wants 210, and atari-py would write past the end of the buffer.
+        screen_shape = self.ale.getScreenGrayscale().shape[:2]  # atari-py adds a last axis.
+        if screen_shape != (RAW_H, RAW_W):
+            raise ValueError(f"AtariEnv: game={game!r} has a {screen_shape[0]}x{screen_shape[1]} "
+                             f"screen in ale-py's ROM; AtariEnv needs {RAW_H}x{RAW_W}.")
 
+        # What ale.act takes (ale-py: Action enums; atari-py: ints), and ALE action ids.
         self._action_set: list = list(self.ale.getMinimalActionSet())
-        self._action_ids: list[int] = [int(a.value) for a in self._action_set]
+        self._action_ids: list[int] = [_action_id(a) for a in self._action_set]
         self._action_space: IntBox = IntBox(0, len(self._action_set))
         self._observation_space: IntBox = IntBox(0, 256, shape=(num_img_obs, H, W),
                                                  dtype="uint8")
@@ -129,13 +160,15 @@ class AtariEnv(Env):
     def seed(self, seed: int | None = None) -> None:
         """Seed ALE (``random_seed``, reloading the ROM) and the no-op RNG.
 
-        Takes effect from the next :meth:`reset`; ``None`` draws a fresh seed.
+        ALE's seed is ``1 + seed % (2**31 - 1)``, never 0, which atari-py's ALE
+        replaces by the clock. Takes effect from the next :meth:`reset`; ``None``
+        draws a fresh seed.
         """
         if seed is None:
             seed = int(np.random.randint(0, 2 ** 31))
-        seed = int(seed) % 2 ** 31
-        self._rng = np.random.default_rng(seed)
-        self.ale.setInt("random_seed", seed)
+        seed = int(seed)
+        self._rng = np.random.default_rng(seed % 2 ** 31)
+        self.ale.setInt("random_seed", 1 + seed % (2 ** 31 - 1))
         # Sticky actions must be set before the ROM loads to take effect.
         self.ale.setFloat("repeat_action_probability", self._repeat_action_probability)
         self.ale.loadROM(self._rom_path)
@@ -295,21 +328,40 @@ def rom_path(game: str) -> str:
     return str(roms.get_rom_path(game))
 
 
-def _make_ale(backend: str) -> Any:
-    """A fresh emulator of ``backend``, logging only errors."""
+def _make_ale(backend: str, game: str) -> Any:
+    """A fresh emulator of ``backend`` for ``game``, logging only errors.
+
+    Both backends take the same calls: atari-py's ``ALEInterface`` encodes str
+    setting keys and ROM paths to the bytes its C library wants, so ``AtariEnv``
+    runs one code path; only the type of the minimal action set's elements
+    differs (see :func:`_action_id`).
+    """
     if backend == "ale_py":
         import ale_py
         ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
         return ale_py.ALEInterface()
     if backend == "atari_py":
         try:
-            import atari_py  # noqa: F401
+            import atari_py
         except ImportError as e:
-            raise ImportError("AtariEnv: backend='atari_py' needs atari-py: install rlframe's "
-                              "`atari` extra (pip install 'rlframe[atari]').") from e
-        raise NotImplementedError("AtariEnv: backend='atari_py' is not implemented yet; "
-                                  "use backend='ale_py'.")
+            raise ImportError(
+                "AtariEnv: backend='atari_py' needs atari-py: install rlframe's `atari` extra "
+                "(pip install 'rlframe[atari]'). PyPI has no atari-py wheel for recent Pythons "
+                "(3.11 included), so pip builds it from source, which needs cmake and the zlib "
+                "headers (Debian/Ubuntu: apt-get install cmake zlib1g-dev; with CMake 4 also "
+                "set CMAKE_POLICY_VERSION_MINIMUM=3.5). Or use backend='ale_py'.") from e
+        if game not in ATARI_PY_GAMES:
+            raise ValueError(f"AtariEnv: game={game!r} is not one of atari-py's games (its "
+                             "older ALE has no settings for it); use backend='ale_py'.")
+        atari_py.ALEInterface.setLoggerMode(atari_py.ALEInterface.Logger.Error)
+        return atari_py.ALEInterface()
     raise ValueError(f"AtariEnv: backend must be one of {BACKENDS}, got backend={backend!r}.")
+
+
+def _action_id(action: Any) -> int:
+    """ALE id (0..17) of an element of either backend's minimal action set: an
+    ``ale_py.Action`` enum (``int()`` refuses it, ``.value`` is the id) or an int."""
+    return int(getattr(action, "value", action))
 
 
 def _check_int(name: str, value: Any, minimum: int) -> None:
