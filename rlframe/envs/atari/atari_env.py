@@ -53,18 +53,31 @@ ATARI_PY_GAMES = frozenset((
 and crashes (segfault) on any other ROM, so other games are refused up front."""
 
 
-def downsample(frame: np.ndarray) -> np.ndarray:
-    """2x2 block mean, rounded half up, of a cropped frame.
+def downsample(frame: np.ndarray, out: np.ndarray | None = None,
+               scratch: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """2x2 block mean, rounded half up, of a cropped frame:
+    ``(a[0::2, 0::2] + a[1::2, 0::2] + a[0::2, 1::2] + a[1::2, 1::2] + 2) // 4``.
 
     Args:
         frame: [208, 160] uint8.
+        out: [104, 80] uint8 to write into (a new array if None).
+        scratch: uint16 arrays [104, 160] and [104, 80] to reuse (AtariEnv passes
+            its own, so a step allocates nothing).
 
     Returns:
-        [104, 80] uint8.
+        [104, 80] uint8 (``out``).
     """
-    a = frame.astype(np.uint16)
-    return ((a[0::2, 0::2] + a[1::2, 0::2] + a[0::2, 1::2] + a[1::2, 1::2] + 2) // 4
-            ).astype(np.uint8)
+    h, w = frame.shape[0] // 2, frame.shape[1] // 2
+    rows, cols = scratch if scratch is not None else (np.empty((h, 2 * w), np.uint16),
+                                                      np.empty((h, w), np.uint16))
+    np.add(frame[0::2], frame[1::2], out=rows, dtype=np.uint16)  # Pairs of rows,
+    np.add(rows[:, 0::2], rows[:, 1::2], out=cols)  # then pairs of columns.
+    cols += 2
+    cols >>= 2
+    if out is None:
+        return cols.astype(np.uint8)
+    np.copyto(out, cols, casting="unsafe")
+    return out
 
 
 class AtariTrajInfo(TrajInfo):
@@ -153,6 +166,8 @@ class AtariEnv(Env):
         self._observation_space: IntBox = IntBox(0, 256, shape=(num_img_obs, H, W),
                                                  dtype="uint8")
         self._raw_frames = np.zeros((2, RAW_H, RAW_W), dtype=np.uint8)
+        self._max_frame = np.zeros((RAW_H - 2, RAW_W), dtype=np.uint8)  # Cropped.
+        self._scratch = (np.zeros((H, RAW_W), np.uint16), np.zeros((H, W), np.uint16))
         self._obs = np.zeros((num_img_obs, H, W), dtype=np.uint8)
         self._lives: int = 0
         self._step_counter: int = 0
@@ -205,11 +220,12 @@ class AtariEnv(Env):
             done bool, EnvInfo)``.
         """
         ale_action = self._action_set[int(action)]
+        act = self.ale.act
         game_score = 0
         for _ in range(self._frame_skip - 1):
-            game_score += self._act(ale_action)
+            game_score += act(ale_action)
         self._grab_raw_frame(0)
-        game_score += self._act(ale_action)
+        game_score += act(ale_action)
         self._grab_raw_frame(1)
 
         lives = self.ale.lives()
@@ -251,9 +267,10 @@ class AtariEnv(Env):
         self.ale.getScreenGrayscale(self._raw_frames[i])
 
     def _push_frame(self) -> None:
-        frame = np.maximum(self._raw_frames[0], self._raw_frames[1])[1:-1]
+        frame = np.maximum(self._raw_frames[0, 1:-1], self._raw_frames[1, 1:-1],
+                           out=self._max_frame)  # Max of two frames, cropped to 208 rows.
         self._obs[:-1] = self._obs[1:]  # Oldest first, newest last.
-        self._obs[-1] = downsample(frame)
+        downsample(frame, out=self._obs[-1], scratch=self._scratch)
 
     @property
     def game(self) -> str:
