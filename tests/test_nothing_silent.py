@@ -119,6 +119,30 @@ def test_rounded_n_steps_warns_with_both_numbers(in_tmp_cwd):
             runner.train()
 
 
+def test_run_shorter_than_min_steps_learn_warns(in_tmp_cwd):
+    from rlframe.agents.dqn.dqn_agent import DqnAgent
+    from rlframe.algos.dqn.dqn import DQN
+    sampler = SerialSampler(EnvCls=gym_make, env_kwargs=CARTPOLE, batch_T=16, batch_B=2,
+                            max_decorrelation_steps=0)
+    runner = MinibatchRl(algo=DQN(min_steps_learn=256, replay_size=512), agent=DqnAgent(),
+                         sampler=sampler, n_steps=256, log_interval_steps=128, seed=0)
+    with pytest.warns(UserWarning, match=r"256 env steps \(8 iterations\), but DQN starts "
+                                         r"learning only after min_steps_learn=256"):
+        with logger_context("short", 0, "short"):
+            runner.train()
+    # One more iteration and it trains: no warning.
+    runner = MinibatchRl(algo=DQN(min_steps_learn=255, replay_size=512), agent=DqnAgent(),
+                         sampler=SerialSampler(EnvCls=gym_make, env_kwargs=CARTPOLE,
+                                               batch_T=16, batch_B=2,
+                                               max_decorrelation_steps=0),
+                         n_steps=256, log_interval_steps=128, seed=0)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*will not be trained")
+        with logger_context("short", 1, "short"):
+            runner.train()
+
+
 def test_eval_runner_without_eval_envs_fails_before_a_run_directory(in_tmp_cwd):
     with pytest.raises(ValueError, match="eval_n_envs=0"):
         ppo_runner(MinibatchRlEval)

@@ -839,6 +839,7 @@ class AsyncRlBase(MinibatchRlBase):
             self.world_size)
         self.sampler_lead_itrs = None if self.sampler_lead_steps is None else max(
             1, math.ceil(self.sampler_lead_steps / self.sampler_batch_size))
+        self.warn_if_never_learning(n_itr, self.throttle_itr - 1)
         self.launch_workers(n_itr)
         throttle = self.optim_startup()
         self._callbacks_started = True

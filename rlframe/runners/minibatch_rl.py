@@ -189,6 +189,7 @@ class MinibatchRlBase(BaseRunner):
                              world_size=world_size, rank=rank)
         # Algorithms set min_itr_learn in initialize(); read it only now.
         self.min_itr_learn = getattr(self.algo, "min_itr_learn", 0)
+        self.warn_if_never_learning(n_itr, self.min_itr_learn)
         self.initialize_logging()
         self._callbacks_started = True
         self._call_callbacks("on_startup")
@@ -197,6 +198,23 @@ class MinibatchRlBase(BaseRunner):
     def get_traj_info_kwargs(self) -> dict:
         """Keyword arguments of every TrajInfo the sampler builds (``discount``)."""
         return dict(discount=getattr(self.algo, "discount", 1))
+
+    def warn_if_never_learning(self, n_itr: int, learn_itr: int) -> None:
+        """Warn (rank 0) when the run ends before the algorithm's first update.
+
+        Args:
+            n_itr: sampler iterations of the run.
+            learn_itr: the first iteration after which the algorithm updates (off-policy
+                algorithms wait for ``min_steps_learn`` env steps).
+        """
+        if 0 < n_itr <= learn_itr and getattr(self, "rank", 0) == 0:
+            steps = getattr(self.algo, "min_steps_learn", None)
+            message = (f"the run takes {n_itr * self.itr_batch_size} env steps ({n_itr} "
+                       f"iterations), but {type(self.algo).__name__} starts learning only after "
+                       f"min_steps_learn={steps} env steps: the agent will not be trained. "
+                       "Raise n_steps or lower min_steps_learn.")
+            warnings.warn(message, stacklevel=4)
+            logger.log(f"WARNING: {message}")
 
     def get_n_itr(self) -> int:
         """Iterations: ``n_steps // itr_batch_size`` rounded up to whole log intervals."""
