@@ -219,34 +219,37 @@ class AtariEnv(Env):
             ``EnvStep(observation [num_img_obs, 104, 80] uint8, reward 0-d float32,
             done bool, EnvInfo)``.
         """
+        ale, raw = self.ale, self._raw_frames
         ale_action = self._action_set[int(action)]
-        act = self.ale.act
         game_score = 0
         for _ in range(self._frame_skip - 1):
-            game_score += act(ale_action)
-        self._grab_raw_frame(0)
-        game_score += act(ale_action)
-        self._grab_raw_frame(1)
+            game_score += ale.act(ale_action)
+        ale.getScreenGrayscale(raw[0])
+        game_score += ale.act(ale_action)
+        ale.getScreenGrayscale(raw[1])
 
-        lives = self.ale.lives()
-        lost_life = lives < self._lives and lives > 0
+        lives = ale.lives()
+        lost_life = 0 < lives < self._lives
         if lost_life:
             self._life_reset()
             if self._episodic_lives:
                 self._obs[:] = 0
-                self._raw_frames[0] = 0  # Max of the two frames = the final frame.
+                raw[0] = 0  # Max of the two frames = the final frame.
         self._push_frame()
 
-        ended = self.ale.game_over()
+        ended = ale.game_over()
         timed_out = self._step_counter >= self._horizon
         game_over = ended or timed_out
         episode_end = ended or (self._episodic_lives and lost_life)
-        reward = np.sign(game_score) if self._clip_reward else game_score
-        info = EnvInfo(game_score=np.float32(game_score), traj_done=bool(game_over),
-                       timeout=bool(timed_out and not episode_end))
+        if self._clip_reward:
+            reward = (game_score > 0) - (game_score < 0)  # Sign.
+        else:
+            reward = game_score
         self._step_counter += 1
         return EnvStep(self._obs.copy(), np.asarray(reward, dtype=np.float32),
-                       bool(game_over or episode_end), info)
+                       bool(game_over or episode_end),
+                       EnvInfo(np.float32(game_score), bool(game_over),
+                               bool(timed_out and not episode_end)))
 
     def get_action_meanings(self) -> list[str]:
         """Names of the actions of the action space, e.g. ``["NOOP", "FIRE", ...]``."""
