@@ -1,4 +1,6 @@
 """AtariEnv: observations, seeding, lives, time limit, rewards, errors; atari-py vs ale-py."""
+import sys
+
 import numpy as np
 import pytest
 
@@ -235,3 +237,15 @@ def test_serial_sampler_steps_atari():
     assert len(traj_infos) == 2
     assert all(t.Length == 11 and "GameScore" in t for t in traj_infos)
     sampler.shutdown()
+
+
+def test_action_tables_and_render_without_opencv(monkeypatch):
+    from rlframe.envs.atari.atari_env import ACTION_INDEX, ACTION_MEANING
+    assert ACTION_INDEX["FIRE"] == 1
+    assert all(ACTION_INDEX[m] == i for i, m in ACTION_MEANING.items())
+    env = AtariEnv("pong")
+    obs = env.reset()
+    np.testing.assert_array_equal(env.get_obs(), obs)
+    monkeypatch.setitem(sys.modules, "cv2", None)  # As if OpenCV were not installed.
+    with pytest.raises(ImportError, match="opencv-python"):
+        env.render()

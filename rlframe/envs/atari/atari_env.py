@@ -33,6 +33,9 @@ ACTION_MEANING = {
 }
 """Meaning of each of the 18 ALE actions, by ALE action id."""
 
+ACTION_INDEX = {meaning: ale_id for ale_id, meaning in ACTION_MEANING.items()}
+"""ALE action id of each meaning, e.g. ``ACTION_INDEX["FIRE"] == 1``."""
+
 BACKENDS = ("ale_py", "atari_py")
 """Emulator packages ``AtariEnv`` runs on (its ``backend`` argument)."""
 
@@ -250,6 +253,34 @@ class AtariEnv(Env):
                        bool(game_over or episode_end),
                        EnvInfo(np.float32(game_score), bool(game_over),
                                bool(timed_out and not episode_end)))
+
+    def get_obs(self) -> np.ndarray:
+        """A copy of the current observation, [num_img_obs, 104, 80] uint8."""
+        return self._obs.copy()
+
+    def render(self, wait: int = 10, show_full_obs: bool = False) -> np.ndarray:
+        """Show the newest frame (or the whole stack) in an OpenCV window.
+
+        Args:
+            wait: milliseconds the window waits for a key (``cv2.waitKey``).
+            show_full_obs: show all ``num_img_obs`` frames, stacked vertically.
+
+        Returns:
+            The image shown, [104, 80] (or [num_img_obs * 104, 80]) uint8, so that it
+            can be saved where there is no display.
+
+        Raises:
+            ImportError: OpenCV (``opencv-python``) is not installed.
+        """
+        img = self._obs.reshape(-1, W) if show_full_obs else self._obs[-1]
+        try:
+            import cv2
+        except ImportError as e:
+            raise ImportError("AtariEnv.render shows frames with OpenCV: pip install "
+                              "opencv-python (or take the frames from get_obs()).") from e
+        cv2.imshow(self._game, img)
+        cv2.waitKey(wait)
+        return img.copy()
 
     def get_action_meanings(self) -> list[str]:
         """Names of the actions of the action space, e.g. ``["NOOP", "FIRE", ...]``."""
