@@ -377,10 +377,12 @@ def _is_dead(proc: psutil.Process) -> bool:
         return True
 
 
-def _stop_runs(running: list[_Running], grace: float = STOP_GRACE_S) -> None:
-    """SIGTERM every run, SIGKILL whatever of it (its children too) is left after ``grace``."""
+def _stop_runs(running: list[_Running], grace: float | None = None) -> None:
+    """SIGTERM every run, SIGKILL whatever of it (its children too) is left after ``grace``
+    seconds (default ``STOP_GRACE_S``)."""
     if not running:
         return
+    grace = STOP_GRACE_S if grace is None else grace
     main = threading.current_thread() is threading.main_thread()
     # A second Ctrl-C (or SIGTERM) must not cut the clean-up short and leave orphans.
     previous = ({sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT,
