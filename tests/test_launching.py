@@ -236,6 +236,7 @@ def test_no_cpu_affinity_warns_once_and_does_not_pin(monkeypatch):
     monkeypatch.setattr(exp_launcher, "_warned_no_pinning", False)
     with pytest.warns(UserWarning, match="not supported"):
         assert exp_launcher._pinning([0]) == ([], None)
+    assert exp_launcher._pinning(None) == ([], None)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert exp_launcher._pinning([1]) == ([], None)
@@ -321,18 +322,19 @@ def _dead(proc):
         return True
 
 
-@pytest.mark.skipif(os.name != "posix", reason="POSIX signals")
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_signal_to_the_launcher_stops_every_run(launch_env, sig):
-    (launch_env / "launcher.py").write_text(SLEEPY_LAUNCHER)
-    (launch_env / "sleepy.py").write_text(SLEEPY_RUN)
-    launcher = start_script([sys.executable, "launcher.py", CODE], cwd=launch_env)
+@contextlib.contextmanager
+def sleepy_launcher(root):
+    """Start the sleepy launcher; yields it and its 4 descendants (2 runs, 2 children) once
+    all have started, and kills whatever is left on exit."""
+    (root / "launcher.py").write_text(SLEEPY_LAUNCHER)
+    (root / "sleepy.py").write_text(SLEEPY_RUN)
+    launcher = start_script([sys.executable, "launcher.py", CODE], cwd=root)
+    descendants = []
     try:
         deadline = time.time() + 60
-        descendants = []
-        while time.time() < deadline:  # Two runs, each with its own child.
+        while time.time() < deadline:
             descendants = psutil.Process(launcher.pid).children(recursive=True)
-            logs = [os.path.join(d, "launch.log") for d in run_dirs(launch_env)]
+            logs = [os.path.join(d, "launch.log") for d in run_dirs(root)]
             started = sum("STARTED" in open(p).read() for p in logs if os.path.exists(p))
             if started == 2 and len(descendants) >= 4:
                 break
@@ -340,17 +342,7 @@ def test_signal_to_the_launcher_stops_every_run(launch_env, sig):
             time.sleep(0.1)
         else:
             raise AssertionError("the runs did not start")
-        stopped = time.time()
-        launcher.send_signal(sig)
-        out, _ = launcher.communicate(timeout=20)
-        assert time.time() - stopped < 10, out
-        assert launcher.returncode == (-signal.SIGINT if sig == signal.SIGINT else 143), out
-        assert "Stopping 2 run(s)" in out
-        deadline = time.time() + 5
-        while not all(_dead(p) for p in descendants) and time.time() < deadline:
-            time.sleep(0.05)
-        alive = [p for p in descendants if not _dead(p)]
-        assert not alive, alive
+        yield launcher, descendants
     finally:
         if launcher.poll() is None:
             launcher.kill()
@@ -358,6 +350,38 @@ def test_signal_to_the_launcher_stops_every_run(launch_env, sig):
         for proc in descendants:
             with contextlib.suppress(psutil.Error):
                 proc.kill()
+
+
+def wait_dead(procs, timeout=5.):
+    """The processes among ``procs`` still alive after ``timeout`` seconds."""
+    deadline = time.time() + timeout
+    while not all(_dead(p) for p in procs) and time.time() < deadline:
+        time.sleep(0.05)
+    return [p for p in procs if not _dead(p)]
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX signals")
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_signal_to_the_launcher_stops_every_run(launch_env, sig):
+    with sleepy_launcher(launch_env) as (launcher, descendants):
+        stopped = time.time()
+        launcher.send_signal(sig)
+        out, _ = launcher.communicate(timeout=20)
+        assert time.time() - stopped < 10, out
+        assert launcher.returncode == (-signal.SIGINT if sig == signal.SIGINT else 143), out
+        assert "Stopping 2 run(s)" in out
+        assert not wait_dead(descendants)  # The runs and their own children.
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_runs_end_when_the_launcher_is_killed(launch_env):
+    with sleepy_launcher(launch_env) as (launcher, descendants):
+        runs = [p for p in descendants if p.ppid() == launcher.pid]
+        assert len(runs) == 2
+        launcher.kill()
+        launcher.wait()
+        assert not wait_dead(runs)  # SIGTERM on the launcher's death (children of runs are
+        # the runs' to stop; rlframe's runners do).
 
 
 def test_launch_experiment_returns_the_process(launch_env):

@@ -13,12 +13,18 @@ output (stdout and stderr) goes to ``<variant dir>/run_<ID>/launch.log``.
 A run that fails does not stop the others: it is reported when it ends (its
 log path and last lines) and again in the summary when all runs are done, and
 the returned :class:`RunResult` list holds every return code. Ctrl-C or
-SIGTERM to the launcher stops every run, their own child processes included.
+SIGTERM to the launcher stops every run, their own child processes included;
+on Linux a run also gets SIGTERM when the launcher dies any other way.
+
+Runs are pinned with ``taskset`` where it exists (as in rlpyt), else with
+``os.sched_setaffinity`` in the child before it starts; where the OS has no
+CPU affinity (macOS, Windows) they run unpinned after one warning.
 """
 from __future__ import annotations
 
 import collections
 import contextlib
+import ctypes
 import os
 import shutil
 import signal
@@ -33,6 +39,7 @@ from typing import Any, Callable, Sequence
 
 import psutil
 
+from rlframe.utils.checks import as_int
 from rlframe.utils.launching.affinity import (
     Affinity, affinity_from_code, get_n_run_slots, prepend_run_slot,
 )
@@ -42,7 +49,7 @@ from rlframe.utils.launching.variant import _find_unjsonable, _path_str, save_va
 from rlframe.utils.logging.context import get_log_dir
 
 __all__ = ["RunResult", "run_experiments", "run_experiments_fn", "launch_experiment",
-           "log_exps_tree", "log_num_launched", "LAUNCH_LOG", "FN_FILE"]
+           "log_exps_tree", "log_num_launched", "launch_log_path", "LAUNCH_LOG", "FN_FILE"]
 
 LAUNCH_LOG = "launch.log"  # A run's stdout and stderr, in <variant dir>/run_<ID>/.
 FN_CHILD_MODULE = "rlframe.utils.launching.fn_child"
@@ -140,8 +147,8 @@ def _warn_no_pinning() -> None:
         _warned_no_pinning = True
 
 
-def _pinning(cpus: list[int] | None) -> tuple[list[str], Callable[[], None] | None]:
-    """``(command prefix, pre-exec function)`` that pin a child to ``cpus``.
+def _pinning(cpus: list[int] | None) -> tuple[list[str], list[int] | None]:
+    """How to pin a child to ``cpus``: ``(command prefix, CPUs to set in the child)``.
 
     ``taskset`` where it exists (as rlpyt; the pinning shows in the printed
     command), else ``os.sched_setaffinity`` in the child before it runs Python
@@ -153,11 +160,44 @@ def _pinning(cpus: list[int] | None) -> tuple[list[str], Callable[[], None] | No
     if os.name == "posix" and shutil.which("taskset"):
         return ["taskset", "-c", ",".join(str(c) for c in cpus)], None
     if hasattr(os, "sched_setaffinity"):
-        def pin() -> None:
-            os.sched_setaffinity(0, cpus)
-        return [], pin
+        return [], cpus
     _warn_no_pinning()
     return [], None
+
+
+_PR_SET_PDEATHSIG = 1
+_libc: Any = None
+
+
+def _load_libc() -> Any:
+    """The C library (Linux), loaded in the launcher: a child must not load it between
+    fork and exec."""
+    global _libc
+    if _libc is None and sys.platform.startswith("linux"):
+        try:
+            _libc = ctypes.CDLL(None, use_errno=True)
+        except OSError:
+            _libc = False
+    return _libc or None
+
+
+def _pre_exec(cpus: list[int] | None) -> Callable[[], None] | None:
+    """What a child does before it runs the command: on Linux, ask for SIGTERM when the
+    launcher dies (so that even ``kill -9`` of the launcher leaves no run behind), and
+    pin itself to ``cpus`` when given."""
+    libc = _load_libc()
+    if libc is None and not cpus:
+        return None
+    launcher_pid = os.getpid()
+
+    def setup() -> None:
+        if libc is not None:
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+            if os.getppid() != launcher_pid:  # The launcher died before the request.
+                os._exit(1)
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+    return setup
 
 
 def _group_kwargs() -> dict:
@@ -194,7 +234,7 @@ def _start(command: list[str], run_slot: int, affinity_code: str, log_dir: str, 
     output to its launch log; returns the process and the log's path."""
     slot_code = prepend_run_slot(run_slot, affinity_code)
     affinity = affinity_from_code(slot_code)
-    prefix, pre_exec = _pinning(_slot_cpus(affinity))
+    prefix, cpus_in_child = _pinning(_slot_cpus(affinity))
     call_list = prefix + list(command) + [slot_code, log_dir, str(run_ID)]
     call_list += [str(a) for a in args]
     save_variant(variant, log_dir)
@@ -211,7 +251,7 @@ def _start(command: list[str], run_slot: int, affinity_code: str, log_dir: str, 
         log_file.flush()
         proc = subprocess.Popen(call_list, stdin=subprocess.DEVNULL, stdout=log_file,
                                 stderr=subprocess.STDOUT, env=child_env,
-                                preexec_fn=pre_exec, **_group_kwargs())
+                                preexec_fn=_pre_exec(cpus_in_child), **_group_kwargs())
     return proc, log_path
 
 
@@ -291,15 +331,14 @@ def _describe_failure(result: RunResult) -> str:
 def _check_inputs(affinity_code: str, experiment_title: str, runs_per_setting: int,
                   variants: Sequence[dict], log_dirs: Sequence[str],
                   common_args: Sequence[Any] | None,
-                  runs_args: Sequence[Sequence[Any]] | None) -> tuple[int, tuple, list[tuple]]:
-    """Validate everything before any run starts; returns ``(n_run_slots, common_args,
-    runs_args)`` normalized."""
+                  runs_args: Sequence[Sequence[Any]] | None
+                  ) -> tuple[int, int, tuple, list[tuple]]:
+    """Validate everything before any run starts; returns ``(n_run_slots,
+    runs_per_setting, common_args, runs_args)`` normalized."""
     if not isinstance(experiment_title, str) or not experiment_title.strip():
         raise ValueError(f"experiment_title must be a non-empty string, got "
                          f"{experiment_title!r}.")
-    if isinstance(runs_per_setting, bool) or not isinstance(runs_per_setting, int) \
-            or runs_per_setting < 1:
-        raise ValueError(f"runs_per_setting must be an int >= 1, got {runs_per_setting!r}.")
+    runs_per_setting = as_int("runs_per_setting", runs_per_setting, minimum=1)
     variants, log_dirs = list(variants), list(log_dirs)
     if len(variants) != len(log_dirs):
         raise ValueError(f"variants and log_dirs must have the same length (one log dir per "
@@ -344,7 +383,7 @@ def _check_inputs(affinity_code: str, experiment_title: str, runs_per_setting: i
                 f"affinity code {affinity_code!r}: run slot {slot} is pinned to CPUs {cpus}, but "
                 f"this process may use only {allowed}. Encode fewer cores, hyperthread_offset=0 "
                 "(no hyperthreads), or set_affinity=False (no pinning).")
-    return n_run_slots, common, per_run
+    return n_run_slots, runs_per_setting, common, per_run
 
 
 class _Stop(BaseException):
@@ -494,8 +533,9 @@ def run_experiments(script: str, affinity_code: str, experiment_title: str,
     exit status) does not stop the others; it is printed when it ends, with
     its log path and last lines, and again once all runs are done. Ctrl-C
     (KeyboardInterrupt) or SIGTERM stops every run (SIGTERM, then SIGKILL
-    after a few seconds, children included) and is raised again (SIGTERM as
-    ``SystemExit(143)``).
+    after ``STOP_GRACE_S`` seconds, children included) and is raised again
+    (SIGTERM as ``SystemExit(143)``). Runs start in process groups of their
+    own, so a terminal's Ctrl-C reaches only the launcher, which stops them.
 
     Args:
         script: path of the training script.
@@ -523,9 +563,9 @@ def run_experiments(script: str, affinity_code: str, experiment_title: str,
     if not os.path.isfile(script):
         raise FileNotFoundError(f"script {script!r} does not exist (relative to the working "
                                 f"directory {os.getcwd()}).")
-    n_run_slots, common, per_run = _check_inputs(affinity_code, experiment_title,
-                                                 runs_per_setting, variants, log_dirs,
-                                                 common_args, runs_args)
+    n_run_slots, runs_per_setting, common, per_run = _check_inputs(
+        affinity_code, experiment_title, runs_per_setting, variants, log_dirs, common_args,
+        runs_args)
     exp_dir = _new_exp_dir(experiment_title)
     return _run_grid([sys.executable, os.path.abspath(script)], affinity_code, exp_dir,
                      runs_per_setting, list(variants), list(log_dirs), common, per_run,
@@ -579,9 +619,9 @@ def run_experiments_fn(fn: Callable[..., Any], affinity_code: str, experiment_ti
 
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}: {fn!r}.")
-    n_run_slots, common, per_run = _check_inputs(affinity_code, experiment_title,
-                                                 runs_per_setting, variants, log_dirs,
-                                                 common_args, runs_args)
+    n_run_slots, runs_per_setting, common, per_run = _check_inputs(
+        affinity_code, experiment_title, runs_per_setting, variants, log_dirs, common_args,
+        runs_args)
     launcher_path = [os.path.abspath(p) if p else os.getcwd() for p in sys.path]
     payloads = []
     for run_args in per_run:
