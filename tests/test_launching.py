@@ -215,6 +215,41 @@ def test_run_experiments_fn_runs_a_function_the_same_way(launch_env):
     assert os.path.exists(os.path.join(results[0].log_dir, exp_launcher.FN_FILE))
 
 
+ONE_FILE_EXPERIMENT = """
+import os
+from rlframe.utils.launching.exp_launcher import run_experiments_fn
+from rlframe.utils.launching.variant import VariantLevel, make_variants
+
+SCALE = 10  # A module global of __main__: saved with the function, by value.
+
+
+def train(slot_affinity_code, log_dir, run_ID, variant):
+    os.makedirs(os.path.join(log_dir, f"run_{run_ID}"), exist_ok=True)
+    with open(os.path.join(log_dir, f"run_{run_ID}", "done.txt"), "w") as f:
+        f.write(f"{slot_affinity_code} {run_ID} {SCALE * variant['x']}")
+
+
+if __name__ == "__main__":
+    variants, log_dirs = make_variants(VariantLevel([("x",)], [(1,), (2,)], ["one", "two"]))
+    results = run_experiments_fn(train, "2cpu_0gpu_1cpr_0saf", "one_file", 1, variants,
+                                 log_dirs)
+    print("RETURN CODES", [r.returncode for r in results])
+"""
+
+
+def test_run_experiments_fn_with_a_function_of_the_launching_script(launch_env):
+    (launch_env / "experiment.py").write_text(ONE_FILE_EXPERIMENT)
+    proc = subprocess.run([sys.executable, "experiment.py"], cwd=launch_env, text=True,
+                          capture_output=True, timeout=120)
+    assert "RETURN CODES [0, 0]" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (exp_dir,) = exp_dirs(launch_env)
+    for name, slot, value in (("one", 0, 10), ("two", 1, 20)):
+        with open(os.path.join(exp_dir, name, "run_0", "done.txt")) as f:
+            assert f.read() == f"{slot}slt_2cpu_0gpu_1cpr_0saf 0 {value}"
+        with open(os.path.join(exp_dir, name, "run_0", "launch.log")) as f:
+            assert "taskset" not in f.read()  # _0saf: no pinning.
+
+
 def test_pinning_without_taskset(launch_env, monkeypatch):
     if not hasattr(os, "sched_setaffinity"):
         pytest.skip("no sched_setaffinity here")
