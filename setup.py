@@ -34,6 +34,7 @@ setup(
         "gymnasium>=1.0",
         "ale-py>=0.9",
         "tqdm>=4.60",
+        "cloudpickle>=2",
     ],
     extras_require=extras,
     classifiers=[

@@ -50,11 +50,15 @@ CASES = {
     "example_td3_pendulum.py": ["--n_steps", "200", "--log_interval_steps", "100",
                                 "--min_steps_learn", "100", "--seed", "1"],
 }
+# The launcher runs its child script once per run (2 settings x 2 runs, one core each):
+# test_example_launch covers both.
+LAUNCHER_CASES = {"example_launch.py": ["--n_steps", "512", "--log_interval_steps", "256"]}
+LAUNCHED = {"example_launch_child.py"}
 
 
 def test_every_example_is_covered():
     scripts = {f for f in os.listdir(EXAMPLES) if f.endswith(".py")}
-    assert scripts == set(CASES)
+    assert scripts == set(CASES) | set(LAUNCHER_CASES) | LAUNCHED
 
 
 @pytest.mark.parametrize("script", sorted(CASES))
@@ -71,3 +75,21 @@ def test_example_runs(script, in_tmp_cwd):
         assert os.path.exists(os.path.join(run_dir, name)), name
     if script == "quickstart.py":
         assert f"Run directory: {run_dir}" in proc.stdout
+
+
+@pytest.mark.parametrize("script", sorted(LAUNCHER_CASES))
+def test_example_launch(script, in_tmp_cwd):
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.run([sys.executable, os.path.join(EXAMPLES, script),
+                           *LAUNCHER_CASES[script]],
+                          cwd=in_tmp_cwd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "4 succeeded, 0 failed" in proc.stdout
+    found = run_dirs(in_tmp_cwd)
+    assert sorted(os.path.basename(d) for d in found) == ["run_0", "run_0", "run_1", "run_1"]
+    for run_dir in found:
+        for name in ("params.json", "progress.csv", "debug.log", "params.pkl", "launch.log"):
+            assert os.path.exists(os.path.join(run_dir, name)), (run_dir, name)
+        with open(os.path.join(run_dir, "launch.log")) as f:
+            assert "Training complete." in f.read()
+        assert os.path.exists(os.path.join(os.path.dirname(run_dir), "variant_config.json"))
