@@ -12,14 +12,14 @@ back and applies it to its default config::
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 import difflib
 import json
 import os
-import tempfile
 from collections import namedtuple
 from typing import Any, Iterable
+
+from rlframe.utils.files import write_json_atomic
 
 __all__ = ["VARIANT", "VariantLevel", "make_variants", "save_variant", "load_variant",
            "update_config"]
@@ -172,16 +172,7 @@ def save_variant(variant: dict, log_dir: str) -> str:
                         "booleans, None, lists, and dicts with string keys).")
     os.makedirs(log_dir, exist_ok=True)
     path = os.path.join(log_dir, VARIANT)
-    fd, tmp_path = tempfile.mkstemp(dir=log_dir, prefix=".variant-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(variant, f, indent=2)
-            f.write("\n")
-        os.replace(tmp_path, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp_path)
-        raise
+    write_json_atomic(path, variant)
     return path
 
 

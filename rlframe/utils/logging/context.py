@@ -14,13 +14,13 @@ import datetime
 import json
 import os
 import pickle
-import tempfile
 from typing import Any, Iterator
 
 import numpy as np
 import torch
 
 from rlframe.utils.distributed import torchrun_rank
+from rlframe.utils.files import write_json_atomic
 from rlframe.utils.logging import logger
 
 DATA_DIR_ENV_VAR = "RLFRAME_DATA_DIR"
@@ -105,19 +105,6 @@ def _jsonable(value: Any, lossy: list | None = None) -> Any:
 
 _MAX_ARRAY_SIZE = 1000  # Larger arrays are shortened to a repr in params.json.
 _MAX_REPR = 300
-
-
-def _write_json_atomic(path: str, data: Any) -> None:
-    fd, tmp_path = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".params-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2)
-            f.write("\n")
-        os.replace(tmp_path, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp_path)
-        raise
 
 
 IF_EXISTS = ("error", "suffix")
@@ -252,7 +239,7 @@ def logger_context(log_dir: str, run_ID: int, name: str, log_params: dict | None
             log_params["name"] = name
             log_params["run_ID"] = run_ID
             lossy: list = []
-            _write_json_atomic(params_path, _jsonable(log_params, lossy))
+            write_json_atomic(params_path, _jsonable(log_params, lossy))
             if lossy:
                 _pickle_params(exp_dir, log_params, run_logger)
             if relocated and os.path.isabs(log_dir):
@@ -319,7 +306,7 @@ def add_exp_param(param_name: str, param_val: Any, exp_dir: str | None = None,
             continue
         else:
             params[param_name] = new_val
-        _write_json_atomic(path, params)
+        write_json_atomic(path, params)
         changed.append(path)
     return changed
 
