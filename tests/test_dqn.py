@@ -607,13 +607,8 @@ def test_bad_arguments_raise_clear_errors():
 def test_dqn_with_wait_reset_collector_warns_and_learns_from_real_steps(capsys):
     """Held steps (zeros, done) reach the replay as terminal transitions; the warning says
     so, and the real transitions before them keep their own returns."""
-    from rlframe.utils.logging import logger
-    logger.enable()
-    try:
-        algo = DQN(min_steps_learn=0, replay_size=200, batch_size=8)
-        infos = run_iterations(algo, DqnAgent(), 4, batch_T=16, CollectorCls=CpuWaitResetCollector)
-    finally:
-        logger.disable()
+    algo = DQN(min_steps_learn=0, replay_size=200, batch_size=8)
+    infos = run_iterations(algo, DqnAgent(), 4, batch_T=16, CollectorCls=CpuWaitResetCollector)
     assert "mid_batch_reset=False" in capsys.readouterr().out
     done = algo.replay_buffer.samples.done[:64]  # 4 batches of 16 steps.
     reward = algo.replay_buffer.samples.reward[:64]
