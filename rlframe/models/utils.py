@@ -62,3 +62,31 @@ def update_state_dict(model: torch.nn.Module, state_dict: Mapping[str, Any],
         else:
             blended[key] = new
     model.load_state_dict(blended)
+
+
+def run_lstm(lstm: torch.nn.LSTM, features: torch.Tensor, prev_action: torch.Tensor,
+             prev_reward: torch.Tensor, init_rnn_state: Any, T: int, B: int
+             ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    """Run ``lstm`` over T steps whose input is ``[features, prev_action, prev_reward]``,
+    the recurrent models' common input (the action and reward let the model infer what
+    the observations alone do not show).
+
+    Args:
+        lstm: a single-layer ``torch.nn.LSTM`` (not batch-first).
+        features: [T * B, F] (or [T, B, F]) per-step features.
+        prev_action: [T, B, A] one-hot previous actions (or continuous actions).
+        prev_reward: [T, B] previous rewards.
+        init_rnn_state: an ``RnnState`` with ``h``, ``c`` [1, B, H], or None for zeros.
+        T, B: leading dims.
+
+    Returns:
+        ``(output [T, B, H], (h, c))``, h and c [1, B, H] after the last step.
+    """
+    dtype = lstm.weight_ih_l0.dtype
+    lstm_input = torch.cat([
+        features.reshape(T, B, -1).to(dtype),
+        prev_action.reshape(T, B, -1).to(dtype),
+        prev_reward.reshape(T, B, 1).to(dtype),
+    ], dim=2)
+    hx = None if init_rnn_state is None else (init_rnn_state.h, init_rnn_state.c)
+    return lstm(lstm_input, hx)

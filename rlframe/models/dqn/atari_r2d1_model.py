@@ -9,6 +9,7 @@ from rlframe.models.dqn.atari_dqn_model import check_image_shape, dqn_conv, scal
 from rlframe.models.dqn.dueling import DuelingHeadModel
 from rlframe.models.dqn.mlp_models import RnnState
 from rlframe.models.mlp import MlpModel
+from rlframe.models.utils import run_lstm
 from rlframe.utils.tensor import infer_leading_dims, restore_leading_dims
 
 __all__ = ["AtariR2d1Model", "RnnState"]
@@ -81,12 +82,7 @@ class AtariR2d1Model(torch.nn.Module):
         dtype = self.lstm.weight_ih_l0.dtype
         img = scale_image(observation, dtype).reshape(T * B, *img_shape)
         features = self.fc(self.conv(img).reshape(T * B, -1))
-        lstm_input = torch.cat([
-            features.view(T, B, -1),
-            prev_action.reshape(T, B, -1).to(dtype),
-            prev_reward.reshape(T, B, 1).to(dtype),
-        ], dim=2)
-        hx = None if init_rnn_state is None else (init_rnn_state.h, init_rnn_state.c)
-        lstm_out, (h, c) = self.lstm(lstm_input, hx)
+        lstm_out, (h, c) = run_lstm(self.lstm, features, prev_action, prev_reward,
+                                    init_rnn_state, T, B)
         q = self.head(lstm_out.reshape(T * B, -1))
         return restore_leading_dims(q, lead_dim, T, B), RnnState(h=h, c=c)

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from rlframe.models.dqn.atari_catdqn_model import DistributionalHeadModel
 from rlframe.models.dqn.dueling import DistributionalDuelingHeadModel, DuelingHeadModel
 from rlframe.models.mlp import MlpModel
+from rlframe.models.utils import run_lstm
 from rlframe.utils.collections import namedarraytuple
 from rlframe.utils.tensor import infer_leading_dims, restore_leading_dims
 
@@ -167,12 +168,7 @@ class R2d1MlpModel(torch.nn.Module):
         """
         lead_dim, T, B, _ = infer_leading_dims(observation, self._obs_ndim)
         features = self.mlp(observation.reshape(T * B, -1).float())
-        lstm_input = torch.cat([
-            features.view(T, B, -1),
-            prev_action.reshape(T, B, -1).float(),
-            prev_reward.reshape(T, B, 1).float(),
-        ], dim=2)
-        hx = None if init_rnn_state is None else (init_rnn_state.h, init_rnn_state.c)
-        lstm_out, (h, c) = self.lstm(lstm_input, hx)
+        lstm_out, (h, c) = run_lstm(self.lstm, features, prev_action, prev_reward,
+                                    init_rnn_state, T, B)
         q = self.head(lstm_out.reshape(T * B, -1))
         return restore_leading_dims(q, lead_dim, T, B), RnnState(h=h, c=c)

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from rlframe.models.conv2d import Conv2dHeadModel
+from rlframe.models.utils import run_lstm
 from rlframe.utils.collections import namedarraytuple
 from rlframe.utils.tensor import infer_leading_dims, restore_leading_dims
 
@@ -86,13 +87,8 @@ class AtariLstmModel(torch.nn.Module):
         dtype = self.pi.weight.dtype
         img = image.to(dtype) * (1. / 255)
         features = self.conv(img.reshape(T * B, *img_shape))
-        lstm_input = torch.cat([
-            features.reshape(T, B, -1),
-            prev_action.reshape(T, B, -1).to(dtype),
-            prev_reward.reshape(T, B, 1).to(dtype),
-        ], dim=2)
-        hx = None if init_rnn_state is None else (init_rnn_state.h, init_rnn_state.c)
-        lstm_out, (h, c) = self.lstm(lstm_input, hx)
+        lstm_out, (h, c) = run_lstm(self.lstm, features, prev_action, prev_reward,
+                                    init_rnn_state, T, B)
         lstm_flat = lstm_out.reshape(T * B, -1)
         pi = F.softmax(self.pi(lstm_flat), dim=-1)
         v = self.value(lstm_flat).squeeze(-1)

@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from rlframe.models.mlp import MlpModel
+from rlframe.models.utils import run_lstm
 from rlframe.utils.collections import namedarraytuple
 from rlframe.utils.tensor import infer_leading_dims, restore_leading_dims
 
@@ -138,13 +139,8 @@ class CategoricalPgLstmModel(torch.nn.Module):
         lead_dim, T, B, _ = infer_leading_dims(observation, self._obs_ndim)
         dtype = self.pi.weight.dtype
         features = self.mlp(observation.reshape(T * B, -1).to(dtype))
-        lstm_input = torch.cat([
-            features.reshape(T, B, -1),
-            prev_action.reshape(T, B, -1).to(dtype),
-            prev_reward.reshape(T, B, 1).to(dtype),
-        ], dim=2)
-        hx = None if init_rnn_state is None else (init_rnn_state.h, init_rnn_state.c)
-        lstm_out, (h, c) = self.lstm(lstm_input, hx)
+        lstm_out, (h, c) = run_lstm(self.lstm, features, prev_action, prev_reward,
+                                    init_rnn_state, T, B)
         lstm_flat = lstm_out.reshape(T * B, -1)
         pi = F.softmax(self.pi(lstm_flat), dim=-1)
         v = self.value(lstm_flat).squeeze(-1)

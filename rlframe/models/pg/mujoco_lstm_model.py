@@ -8,6 +8,7 @@ import torch
 
 from rlframe.models.mlp import MlpModel
 from rlframe.models.running_mean_std import RunningMeanStdModel
+from rlframe.models.utils import run_lstm
 from rlframe.utils.collections import namedarraytuple
 from rlframe.utils.tensor import infer_leading_dims, restore_leading_dims
 
@@ -90,13 +91,8 @@ class MujocoLstmModel(torch.nn.Module):
             observation = self.obs_rms.normalize(observation, self.norm_obs_clip,
                                                  self.norm_obs_var_clip)
         features = self.mlp(observation.reshape(T * B, -1))
-        lstm_input = torch.cat([
-            features.reshape(T, B, -1),
-            prev_action.reshape(T, B, -1).to(dtype),
-            prev_reward.reshape(T, B, 1).to(dtype),
-        ], dim=2)
-        hx = None if init_rnn_state is None else (init_rnn_state.h, init_rnn_state.c)
-        lstm_out, (h, c) = self.lstm(lstm_input, hx)
+        lstm_out, (h, c) = run_lstm(self.lstm, features, prev_action, prev_reward,
+                                    init_rnn_state, T, B)
         out = self.head(lstm_out.reshape(T * B, -1))
         mu = out[:, :self._action_size]
         log_std = out[:, self._action_size:-1]
