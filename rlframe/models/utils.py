@@ -64,6 +64,11 @@ def update_state_dict(model: torch.nn.Module, state_dict: Mapping[str, Any],
     model.load_state_dict(blended)
 
 
+def scale_image(image: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Pixels in [0, 255] (uint8 or float) as ``dtype`` in [0, 1]."""
+    return image.to(dtype) * (1. / 255)
+
+
 def run_lstm(lstm: torch.nn.LSTM, features: torch.Tensor, prev_action: torch.Tensor,
              prev_reward: torch.Tensor, init_rnn_state: Any, T: int, B: int
              ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import ctypes
 import multiprocessing as mp
 import operator
+import os
 import queue
 import signal
 import socket
@@ -200,13 +201,32 @@ def check_start_method(start_method: str | None) -> str | None:
     return start_method
 
 
-def die_with_parent() -> None:
-    """Ask Linux to send SIGTERM to this process when its parent exits."""
-    if not sys.platform.startswith("linux"):
+_PR_SET_PDEATHSIG = 1  # prctl option: the signal a process gets when its parent exits.
+_libc: Any = None
+
+
+def load_libc() -> Any:
+    """The C library on Linux (loaded once, cached), else None. Load it before forking
+    when a child will call :func:`die_with_parent` between fork and exec."""
+    global _libc
+    if _libc is None and sys.platform.startswith("linux"):
+        try:
+            _libc = ctypes.CDLL(None, use_errno=True)
+        except OSError:
+            _libc = False
+    return _libc or None
+
+
+def die_with_parent(parent_pid: int | None = None) -> None:
+    """Ask Linux to send SIGTERM to this process when its parent exits (elsewhere a no-op).
+
+    Args:
+        parent_pid: the parent expected; if this process was already handed to another
+            parent (the expected one died before the request), exit at once.
+    """
+    libc = load_libc()
+    if libc is None:
         return
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        PR_SET_PDEATHSIG = 1
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:
-        pass
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    if parent_pid is not None and os.getppid() != parent_pid:
+        os._exit(1)

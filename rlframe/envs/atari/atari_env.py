@@ -202,12 +202,12 @@ class AtariEnv(Env):
         self._obs[:] = 0
         self._life_reset()
         for _ in range(int(self._rng.integers(0, self._max_start_noops + 1))):
-            self._act(0)
+            self.ale.act(0)
         if self._fire_on_reset:
             for ale_action in (1, 2):  # FIRE, then UP, where the game has them.
                 if ale_action in self._action_ids:
-                    self._act(self._action_set[self._action_ids.index(ale_action)])
-        self._grab_raw_frame(1)
+                    self.ale.act(self._action_set[self._action_ids.index(ale_action)])
+        self.ale.getScreenGrayscale(self._raw_frames[1])
         self._push_frame()
         self._step_counter = 0
         return self._obs.copy()
@@ -290,15 +290,9 @@ class AtariEnv(Env):
         """Drop the emulator."""
         self.ale = None
 
-    def _act(self, ale_action: Any) -> int:
-        return self.ale.act(ale_action)
-
     def _life_reset(self) -> None:
-        self._act(0)  # One NOOP, as rlpyt does after a reset or a lost life.
+        self.ale.act(0)  # One NOOP, as rlpyt does after a reset or a lost life.
         self._lives = self.ale.lives()
-
-    def _grab_raw_frame(self, i: int) -> None:
-        self.ale.getScreenGrayscale(self._raw_frames[i])
 
     def _push_frame(self) -> None:
         frame = np.maximum(self._raw_frames[0, 1:-1], self._raw_frames[1, 1:-1],

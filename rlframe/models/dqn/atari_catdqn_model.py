@@ -6,9 +6,10 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
-from rlframe.models.dqn.atari_dqn_model import check_image_shape, dqn_conv, scale_image
+from rlframe.models.dqn.atari_dqn_model import check_image_shape, dqn_conv
 from rlframe.models.dqn.dueling import DistributionalDuelingHeadModel
 from rlframe.models.mlp import MlpModel
+from rlframe.models.utils import scale_image
 from rlframe.utils.tensor import infer_leading_dims, restore_leading_dims
 
 

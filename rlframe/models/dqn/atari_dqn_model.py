@@ -8,6 +8,7 @@ import torch
 from rlframe.models.conv2d import Conv2dModel
 from rlframe.models.dqn.dueling import DuelingHeadModel
 from rlframe.models.mlp import MlpModel
+from rlframe.models.utils import scale_image
 from rlframe.utils.tensor import infer_leading_dims, restore_leading_dims
 
 
@@ -43,11 +44,6 @@ def dqn_conv(image_shape: Sequence[int], use_maxpool: bool = False,
         use_maxpool=use_maxpool,
     )
     return conv, conv.conv_out_size(h, w)
-
-
-def scale_image(image: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """Pixels in [0, 255] (uint8 or float) as ``dtype`` in [0, 1]."""
-    return image.to(dtype) * (1. / 255)
 
 
 class AtariDqnModel(torch.nn.Module):

@@ -5,11 +5,11 @@ from typing import Sequence
 
 import torch
 
-from rlframe.models.dqn.atari_dqn_model import check_image_shape, dqn_conv, scale_image
+from rlframe.models.dqn.atari_dqn_model import check_image_shape, dqn_conv
 from rlframe.models.dqn.dueling import DuelingHeadModel
 from rlframe.models.dqn.mlp_models import RnnState
 from rlframe.models.mlp import MlpModel
-from rlframe.models.utils import run_lstm
+from rlframe.models.utils import run_lstm, scale_image
 from rlframe.utils.tensor import infer_leading_dims, restore_leading_dims
 
 __all__ = ["AtariR2d1Model", "RnnState"]

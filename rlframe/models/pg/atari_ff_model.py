@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from rlframe.models.conv2d import Conv2dHeadModel
+from rlframe.models.utils import scale_image
 from rlframe.utils.tensor import infer_leading_dims, restore_leading_dims
 
 
@@ -61,7 +62,7 @@ class AtariFfModel(torch.nn.Module):
             ``(pi [*lead, A] softmax probabilities, v [*lead])``.
         """
         lead_dim, T, B, img_shape = infer_leading_dims(image, 3)
-        img = image.to(self.pi.weight.dtype) * (1. / 255)
+        img = scale_image(image, self.pi.weight.dtype)
         features = self.conv(img.reshape(T * B, *img_shape))
         pi = F.softmax(self.pi(features), dim=-1)
         v = self.value(features).squeeze(-1)

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from rlframe.models.conv2d import Conv2dHeadModel
-from rlframe.models.utils import run_lstm
+from rlframe.models.utils import run_lstm, scale_image
 from rlframe.utils.collections import namedarraytuple
 from rlframe.utils.tensor import infer_leading_dims, restore_leading_dims
 
@@ -85,7 +85,7 @@ class AtariLstmModel(torch.nn.Module):
         """
         lead_dim, T, B, img_shape = infer_leading_dims(image, 3)
         dtype = self.pi.weight.dtype
-        img = image.to(dtype) * (1. / 255)
+        img = scale_image(image, dtype)
         features = self.conv(img.reshape(T * B, *img_shape))
         lstm_out, (h, c) = run_lstm(self.lstm, features, prev_action, prev_reward,
                                     init_rnn_state, T, B)

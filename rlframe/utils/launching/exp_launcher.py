@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import ctypes
 import os
 import shutil
 import signal
@@ -47,6 +46,7 @@ from rlframe.utils.launching.fn_child import FN_FILE
 from rlframe.utils.launching.pinning import usable_cpus
 from rlframe.utils.launching.variant import _find_unjsonable, _path_str, save_variant
 from rlframe.utils.logging.context import get_log_dir
+from rlframe.utils.synchronize import die_with_parent, load_libc
 
 __all__ = ["RunResult", "run_experiments", "run_experiments_fn", "launch_experiment",
            "log_exps_tree", "log_num_launched", "launch_log_path", "LAUNCH_LOG", "FN_FILE"]
@@ -165,36 +165,18 @@ def _pinning(cpus: list[int] | None) -> tuple[list[str], list[int] | None]:
     return [], None
 
 
-_PR_SET_PDEATHSIG = 1
-_libc: Any = None
-
-
-def _load_libc() -> Any:
-    """The C library (Linux), loaded in the launcher: a child must not load it between
-    fork and exec."""
-    global _libc
-    if _libc is None and sys.platform.startswith("linux"):
-        try:
-            _libc = ctypes.CDLL(None, use_errno=True)
-        except OSError:
-            _libc = False
-    return _libc or None
-
-
 def _pre_exec(cpus: list[int] | None) -> Callable[[], None] | None:
     """What a child does before it runs the command: on Linux, ask for SIGTERM when the
     launcher dies (so that even ``kill -9`` of the launcher leaves no run behind), and
     pin itself to ``cpus`` when given."""
-    libc = _load_libc()
-    if libc is None and not cpus:
+    linux = load_libc() is not None  # Loaded here: a child must not load it before exec.
+    if not linux and not cpus:
         return None
     launcher_pid = os.getpid()
 
     def setup() -> None:
-        if libc is not None:
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-            if os.getppid() != launcher_pid:  # The launcher died before the request.
-                os._exit(1)
+        if linux:
+            die_with_parent(launcher_pid)
         if cpus:
             os.sched_setaffinity(0, cpus)
     return setup
