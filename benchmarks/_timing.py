@@ -1,4 +1,4 @@
-"""Timing shared by the update-rate benchmarks: alternating rounds, medians."""
+"""Timing shared by the benchmarks: alternating rounds, medians, sampler rates."""
 import statistics
 import time
 from typing import Callable
@@ -39,3 +39,20 @@ def without_guard(algo) -> None:
         algo.optimize_agent(1)
     finally:
         algo.non_finite_limit = limit
+
+
+def sampler_rate(sampler, agent, affinity: dict, n_itr: int, **initialize_kwargs) -> float:
+    """Env steps per second of ``sampler`` over ``n_itr`` batches after one warm-up
+    batch, seeded with 0; the sampler is shut down afterwards."""
+    from rlframe.utils.seed import set_seed
+    set_seed(0)
+    sampler.initialize(agent, affinity=affinity, seed=0, **initialize_kwargs)
+    try:
+        sampler.obtain_samples(0)  # warm-up
+        start = time.perf_counter()
+        for itr in range(1, n_itr + 1):
+            sampler.obtain_samples(itr)
+        elapsed = time.perf_counter() - start
+    finally:
+        sampler.shutdown()
+    return n_itr * sampler.batch_size / elapsed

@@ -21,12 +21,12 @@ import time
 import numpy as np
 import torch
 
+from _timing import sampler_rate
 from rlframe.agents.pg.atari import AtariFfAgent
 from rlframe.envs.atari.atari_env import AtariEnv, AtariTrajInfo, rom_path
 from rlframe.samplers.parallel.cpu.sampler import CpuSampler
 from rlframe.samplers.serial.sampler import SerialSampler
 from rlframe.utils.logging import logger
-from rlframe.utils.seed import set_seed
 
 
 def atari_env_steps(game: str, steps: int, actions: np.ndarray) -> float:
@@ -67,20 +67,10 @@ def bare_ale_steps(game: str, steps: int, actions: np.ndarray, frame_skip: int =
 
 def sampler_steps_per_second(SamplerCls: type, args: argparse.Namespace) -> float:
     """Env steps/s of ``SamplerCls`` over ``args.n_itr`` batches after one warm-up batch."""
-    set_seed(0)
     sampler = SamplerCls(EnvCls=AtariEnv, env_kwargs=dict(game=args.game),
                          TrajInfoCls=AtariTrajInfo, batch_T=args.batch_T,
                          batch_B=args.batch_B, max_decorrelation_steps=0)
-    sampler.initialize(AtariFfAgent(), affinity=dict(workers_cpus=[0, 1]), seed=0)
-    try:
-        sampler.obtain_samples(0)
-        start = time.perf_counter()
-        for itr in range(1, args.n_itr + 1):
-            sampler.obtain_samples(itr)
-        elapsed = time.perf_counter() - start
-    finally:
-        sampler.shutdown()
-    return args.n_itr * sampler.batch_size / elapsed
+    return sampler_rate(sampler, AtariFfAgent(), dict(workers_cpus=[0, 1]), args.n_itr)
 
 
 def main() -> None:

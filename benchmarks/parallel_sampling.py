@@ -18,37 +18,26 @@ the sampler's own synchronization.
 import argparse
 import multiprocessing as mp
 import os
-import time
 
 import torch
 
+from _timing import sampler_rate
 from rlframe.agents.pg.mujoco import MujocoFfAgent
 from rlframe.envs.gym import make as gym_make
 from rlframe.samplers.parallel.cpu.sampler import CpuSampler
 from rlframe.samplers.parallel.gpu.sampler import GpuSampler
 from rlframe.samplers.serial.sampler import SerialSampler
 from rlframe.utils.logging import logger
-from rlframe.utils.seed import set_seed
 
 
 def steps_per_second(SamplerCls: type, n_workers: int, batch_B: int,
                      args: argparse.Namespace) -> float:
     """Env steps/s of ``SamplerCls`` over ``args.n_itr`` batches after one warm-up batch."""
-    set_seed(0)
     sampler = SamplerCls(EnvCls=gym_make, env_kwargs=dict(id=args.env_id),
                          batch_T=args.batch_T, batch_B=batch_B,
                          max_decorrelation_steps=0)
-    affinity = dict(workers_cpus=list(range(n_workers)))
-    sampler.initialize(MujocoFfAgent(), affinity=affinity, seed=0, bootstrap_value=True)
-    try:
-        sampler.obtain_samples(0)  # warm-up
-        start = time.perf_counter()
-        for itr in range(1, args.n_itr + 1):
-            sampler.obtain_samples(itr)
-        elapsed = time.perf_counter() - start
-    finally:
-        sampler.shutdown()
-    return args.n_itr * sampler.batch_size / elapsed
+    return sampler_rate(sampler, MujocoFfAgent(), dict(workers_cpus=list(range(n_workers))),
+                        args.n_itr, bootstrap_value=True)
 
 
 def _independent(cpu: int, batch_B: int, args: argparse.Namespace, barrier, results) -> None:
