@@ -1,6 +1,7 @@
 """SyncRl / SyncRlEval: data-parallel training over 2 CPU ranks (gloo), under
 `python script.py` and under torchrun, with failures, signals and bad input."""
 import csv
+import json
 import os
 import signal
 import subprocess
@@ -230,6 +231,46 @@ def test_exception_in_a_rank_is_reported_with_its_traceback(in_tmp_cwd, shm_befo
     assert not dist.is_initialized()
     assert no_new_descendants_left(before)
     assert_no_new_shm(shm_before)
+
+
+THREADS_AFTER_SHUTDOWN = """
+import json, os, sys
+sys.path.insert(0, {tests!r})
+from test_sync_rl import CategoricalPgAgent, SyncRl, TWO_RANKS, cartpole_ppo, cartpole_sampler
+from rlframe.runners.callbacks import Callback
+from rlframe.utils.logging.context import logger_context
+
+def thread_names():
+    tasks = os.listdir("/proc/self/task")
+    return [open(f"/proc/self/task/{{t}}/comm").read().strip() for t in tasks]
+
+class SeeThreads(Callback):
+    seen = []
+    def on_log(self, runner, itr, diagnostics):
+        self.seen.extend(thread_names())
+
+runner = SyncRl(algo=cartpole_ppo(), agent=CategoricalPgAgent(), seed=0,
+                sampler=cartpole_sampler(batch_T=16, eval_n_envs=0), n_steps=256,
+                log_interval_steps=128, affinity=TWO_RANKS, callbacks=[SeeThreads()])
+with logger_context("sync_threads", 0, "sync_threads", {{}}):
+    runner.train()
+print(json.dumps(dict(during=SeeThreads.seen, after=thread_names())))
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux /proc")
+def test_no_gloo_threads_outlive_the_run(in_tmp_cwd):
+    """The process group and its gloo threads are gone once train() returns (in a new
+    interpreter, where DistributedDataParallel's imports come after the group exists):
+    threads left to the interpreter's exit now and then abort the process."""
+    code = THREADS_AFTER_SHUTDOWN.format(tests=os.path.dirname(os.path.abspath(__file__)))
+    result = subprocess.run([sys.executable, "-c", code], cwd=in_tmp_cwd, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    threads = json.loads(result.stdout.strip().splitlines()[-1])
+    assert any(name.startswith("pt_gloo") for name in threads["during"]), threads
+    assert not [name for name in threads["after"]
+                if name.startswith(("pt_gloo", "gloo", "pt_tcpstore"))], threads
 
 
 def process_tree(pid):

@@ -57,6 +57,13 @@ def init_process_group(backend: str, rank: int, world_size: int, init_method: st
         None when the default group is gloo (it carries objects itself), else a
         new gloo group over the same ranks.
     """
+    # torch.distributed.nn.functional gives its functions ``group=group.WORLD`` defaults,
+    # evaluated when it is first imported (DistributedDataParallel imports it). Imported
+    # after this call, it would hold the default group for good: destroy_process_group
+    # could not free it, and its gloo threads would still run while the interpreter
+    # shuts down, which now and then aborts the process ("terminate called without an
+    # active exception") after a run has finished.
+    import torch.distributed.nn.functional  # noqa: F401
     dist.init_process_group(backend, init_method=init_method, rank=rank,
                             world_size=world_size,
                             timeout=datetime.timedelta(seconds=timeout_s))
