@@ -93,6 +93,19 @@ class RlAlgorithm:
         """Restore optimizer state from a snapshot."""
         self.optimizer.load_state_dict(state_dict)
 
+    def state_dict(self) -> dict:
+        """Training state besides the weights and the optimizer, for resuming a run:
+        counters here; subclasses add their schedules (numbers, tensors, dicts only)."""
+        return dict(update_counter=self.update_counter,
+                    non_finite_updates=self.non_finite_updates,
+                    non_finite_streak=self.non_finite_streak)
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore what :meth:`state_dict` saved (after ``initialize``)."""
+        self.update_counter = int(state_dict["update_counter"])
+        self.non_finite_updates = int(state_dict["non_finite_updates"])
+        self.non_finite_streak = int(state_dict["non_finite_streak"])
+
     @property
     def batch_size(self) -> int:
         """Samples consumed per gradient update."""

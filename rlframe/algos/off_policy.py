@@ -98,6 +98,12 @@ class OffPolicyAlgorithm(RlAlgorithm):
         compile: run the losses (with the models) through ``torch.compile``, built
             at the first update; a RuntimeError names this argument if torch
             cannot compile here (see :meth:`RlAlgorithm.compiled`).
+        checkpoint_replay: with every snapshot, also write the replay buffer's contents
+            to ``replay_buffer.pkl`` beside it, so that a resumed run (see
+            ``logger_context(resume=True)``) continues with the same replay. Off by
+            default: the file is as large as the replay (an Atari replay of 1M steps
+            takes about 8 GB) and is rewritten at every snapshot. Without it, a resumed
+            run refills an empty replay.
     """
 
     OptInfoCls: type
@@ -111,7 +117,7 @@ class OffPolicyAlgorithm(RlAlgorithm):
                  ReplayBufferCls: type | None, prioritized_replay: bool = False,
                  pri_alpha: float = 0.6, pri_beta_init: float = 0.4, pri_beta_final: float = 1.,
                  pri_beta_steps: int | float = int(50e6), default_priority: float = 1.,
-                 compile: bool = False):
+                 compile: bool = False, checkpoint_replay: bool = False):
         self.discount = check_number("discount", discount, high=1., low_open=False)
         self._batch_size = positive_int("batch_size", batch_size)
         self.min_steps_learn = as_int("min_steps_learn", min_steps_learn, minimum=0)
@@ -143,6 +149,7 @@ class OffPolicyAlgorithm(RlAlgorithm):
         self.pri_beta_steps = positive_int("pri_beta_steps", pri_beta_steps)
         self.default_priority = check_number("default_priority", default_priority)
         self.compile = check_compile(compile)
+        self.checkpoint_replay = bool(checkpoint_replay)
         self.update_counter = 0
         self.min_itr_learn = 0  # Set from min_steps_learn in initialize().
         self.updates_per_optimize = 0.  # Set from the sampler batch in initialize().
@@ -316,6 +323,16 @@ class OffPolicyAlgorithm(RlAlgorithm):
                 stats[field].append(value)
         self.update_itr_hyperparams(itr)
         return self.OptInfoCls(**read_stats(stats))  # One read from the device per iteration.
+
+    def state_dict(self) -> dict:
+        """Counters and the fraction of an update carried to the next iteration."""
+        credit = self._update_credit
+        return dict(super().state_dict(), update_credit=[credit.numerator, credit.denominator])
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        super().load_state_dict(state_dict)
+        numerator, denominator = state_dict["update_credit"]
+        self._update_credit = Fraction(int(numerator), int(denominator))
 
     def updates_this_iteration(self) -> int:
         """Whole updates owed now; the fraction left carries over to the next iteration."""

@@ -52,6 +52,7 @@ import torch
 import torch.distributed as dist
 
 from rlframe.agents.base import unwrap_ddp
+from rlframe.runners import resume
 from rlframe.runners.callbacks import Callback
 from rlframe.runners.minibatch_rl import MinibatchRlBase
 from rlframe.samplers.async_.base import N_DOUBLE_BUFFER
@@ -807,6 +808,7 @@ class AsyncRlBase(MinibatchRlBase):
     def startup(self) -> tuple[int, float]:  # type: ignore[override]
         """Seed, build the double buffer and the replay, start the children, then set up
         the optimizer here; returns ``(throttle_itr, delta_throttle_itr)``."""
+        resume.refuse_resume(self)
         self._completed = False
         self._stop_reason = None
         self._callbacks_started = False

@@ -11,6 +11,7 @@ from typing import Any, Sequence
 import psutil
 import torch
 
+from rlframe.runners import resume
 from rlframe.runners.base import BaseRunner
 from rlframe.runners.callbacks import Callback, check_callbacks
 from rlframe.samplers.async_.base import AsyncSamplerMixin
@@ -109,7 +110,7 @@ class MinibatchRlBase(BaseRunner):
         try:
             n_itr = self.startup()
             self.before_training()
-            for itr in range(n_itr):
+            for itr in range(self.start_itr, n_itr):
                 if self.stop_requested:
                     break
                 logger.set_iteration(itr)
@@ -191,6 +192,8 @@ class MinibatchRlBase(BaseRunner):
         self.min_itr_learn = getattr(self.algo, "min_itr_learn", 0)
         self.warn_if_never_learning(n_itr, self.min_itr_learn)
         self.initialize_logging()
+        resume_from = logger.get_resume_snapshot()
+        self.start_itr = 0 if resume_from is None else resume.restore(self, resume_from)
         self._callbacks_started = True
         self._call_callbacks("on_startup")
         return n_itr
@@ -283,6 +286,7 @@ class MinibatchRlBase(BaseRunner):
             cum_steps=(itr + 1) * self.sampler.batch_size * self.world_size,
             agent_state_dict=self.agent.state_dict(),
             optimizer_state_dict=self.algo.optim_state_dict(),
+            **resume.training_state(self),
         )
 
     def save_itr_snapshot(self, itr: int, final: bool = False) -> list[str]:
@@ -298,6 +302,8 @@ class MinibatchRlBase(BaseRunner):
             return []
         logger.log("saving snapshot...")
         names = logger.save_itr_params(itr, self.get_itr_snapshot(itr), final=final)
+        if names:
+            resume.write_side_files(self, itr)
         logger.log("saved")
         return names
 
@@ -467,7 +473,10 @@ class MinibatchRlEval(MinibatchRlBase):
 
     def before_training(self) -> None:
         """Evaluate the untrained agent: the first row, with ``Iteration`` -1 (and
-        ``CumSteps`` 0), so that every row's ``Iteration`` is unique."""
+        ``CumSteps`` 0), so that every row's ``Iteration`` is unique (not when the run
+        resumes: that row exists)."""
+        if self.start_itr > 0:
+            return
         with logger.prefix("itr #0 "):
             eval_traj_infos, eval_time = self.evaluate_agent(0)
             self.log_diagnostics(-1, eval_traj_infos, eval_time)

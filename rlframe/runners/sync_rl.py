@@ -30,6 +30,7 @@ import torch
 import torch.distributed as dist
 
 from rlframe.agents.base import unwrap_ddp
+from rlframe.runners import resume
 from rlframe.runners.minibatch_rl import MinibatchRl, MinibatchRlEval
 from rlframe.samplers.collections import BatchSpec
 from rlframe.utils.distributed import (broadcast_object, broadcast_state, gather_objects,
@@ -209,6 +210,7 @@ class SyncRlMixin:
 
     def startup(self) -> int:
         """Start (or join) the ranks, then the usual startup; returns n_itr."""
+        resume.refuse_resume(self)
         self._training = True
         self._init_distributed()
         self._scale_batches()

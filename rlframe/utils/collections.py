@@ -227,6 +227,31 @@ def namedarraytuple(typename: str, field_names: Sequence[str] | str,
     return (cls, NtCls) if return_namedtuple_cls else cls
 
 
+def _cached_namedtuple_cls(key: tuple) -> type:
+    typename, fields, module = key
+    return namedtuple_cls(typename, fields, module=module)
+
+
+def _cached_namedarraytuple(key: tuple, base: bool) -> type:
+    typename, fields, module, suffix = key
+    cls = namedarraytuple(typename, fields, classname_suffix=suffix, module=module)
+    return cls.__bases__[0] if base else cls
+
+
+def reduce_runtime_class(cls: type) -> tuple | None:
+    """How to pickle a class made at run time by :func:`namedtuple_cls` or
+    :func:`namedarraytuple` (or the namedtuple base of the latter), which ``pickle``
+    cannot find by name: rebuild it from its name, fields and module. None for
+    other classes. For ``pickle.Pickler.reducer_override``."""
+    for key, made in _NT_CACHE.items():
+        if made is cls:
+            return _cached_namedtuple_cls, (key,)
+    for key, made in _NAT_CACHE.items():
+        if made is cls or made.__bases__[0] is cls:
+            return _cached_namedarraytuple, (key, made is not cls)
+    return None
+
+
 def is_namedtuple_class(obj: object) -> bool:
     """True for a class derived from a namedtuple (and tuple)."""
     return (inspect.isclass(obj) and issubclass(obj, tuple)

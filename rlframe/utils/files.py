@@ -28,3 +28,20 @@ def write_json_atomic(path: str, data: Any) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp_path)
         raise
+
+
+def atomic_write_bytes(path: str, payload: bytes) -> None:
+    """Write ``payload`` to ``path`` through a temporary file and a rename: readers see
+    the old file or the new one, never half of it."""
+    fd, tmp_path = tempfile.mkstemp(dir=os.path.dirname(path),
+                                    prefix="." + os.path.basename(path) + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(payload)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp_path, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp_path)
+        raise

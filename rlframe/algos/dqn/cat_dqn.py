@@ -76,7 +76,8 @@ class CategoricalDQN(DQN):
                  pri_beta_final: float = 1., pri_beta_steps: int = int(50e6),
                  default_priority: float | None = None, ReplayBufferCls: type | None = None,
                  updates_per_sync: int = 1, bootstrap_timelimit: bool = True,
-                 compile: bool = False):
+                 compile: bool = False,
+                 checkpoint_replay: bool = False):
         if not V_min < V_max:
             raise ValueError(f"V_min must be below V_max, got V_min={V_min}, V_max={V_max}.")
         super().__init__(
@@ -90,7 +91,8 @@ class CategoricalDQN(DQN):
             pri_beta_init=pri_beta_init, pri_beta_final=pri_beta_final,
             pri_beta_steps=pri_beta_steps, default_priority=default_priority,
             ReplayBufferCls=ReplayBufferCls, updates_per_sync=updates_per_sync,
-            bootstrap_timelimit=bootstrap_timelimit, compile=compile)
+            bootstrap_timelimit=bootstrap_timelimit, compile=compile,
+            checkpoint_replay=checkpoint_replay)
         self.V_min = float(V_min)
         self.V_max = float(V_max)
 

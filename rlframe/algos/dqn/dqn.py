@@ -95,7 +95,8 @@ class DQN(OffPolicyAlgorithm):
                  pri_beta_init: float = 0.4, pri_beta_final: float = 1.,
                  pri_beta_steps: int = int(50e6), default_priority: float | None = None,
                  ReplayBufferCls: type | None = None, updates_per_sync: int = 1,
-                 bootstrap_timelimit: bool = True, compile: bool = False):
+                 bootstrap_timelimit: bool = True, compile: bool = False,
+                 checkpoint_replay: bool = False):
         if delta_clip is not None and not delta_clip > 0:
             raise ValueError(f"delta_clip must be positive or None, got {delta_clip}.")
         if default_priority is None:
@@ -108,7 +109,8 @@ class DQN(OffPolicyAlgorithm):
             updates_per_sync=updates_per_sync, bootstrap_timelimit=bootstrap_timelimit,
             ReplayBufferCls=ReplayBufferCls, prioritized_replay=prioritized_replay,
             pri_alpha=pri_alpha, pri_beta_init=pri_beta_init, pri_beta_final=pri_beta_final,
-            pri_beta_steps=pri_beta_steps, default_priority=default_priority, compile=compile)
+            pri_beta_steps=pri_beta_steps, default_priority=default_priority, compile=compile,
+            checkpoint_replay=checkpoint_replay)
         self.delta_clip = delta_clip
         self.learning_rate = check_number("learning_rate", learning_rate)
         self.OptimCls = OptimCls

@@ -141,7 +141,8 @@ class R2D1(DQN):
                  default_priority: float | None = None, input_priorities: bool = True,
                  input_priority_shift: int | None = None, value_scale_eps: float = 1e-3,
                  ReplayBufferCls: type | None = None, updates_per_sync: int = 1,
-                 bootstrap_timelimit: bool = True, compile: bool = False):
+                 bootstrap_timelimit: bool = True, compile: bool = False,
+                 checkpoint_replay: bool = False):
         self.batch_T = positive_int("batch_T", batch_T)
         self.batch_B = positive_int("batch_B", batch_B)
         self.warmup_T = as_int("warmup_T", warmup_T, minimum=0)
@@ -162,7 +163,8 @@ class R2D1(DQN):
             pri_alpha=pri_alpha, pri_beta_init=pri_beta_init, pri_beta_final=pri_beta_final,
             pri_beta_steps=pri_beta_steps, default_priority=default_priority,
             ReplayBufferCls=ReplayBufferCls, updates_per_sync=updates_per_sync,
-            bootstrap_timelimit=bootstrap_timelimit, compile=compile)
+            bootstrap_timelimit=bootstrap_timelimit, compile=compile,
+            checkpoint_replay=checkpoint_replay)
         self.pri_eta = check_number("pri_eta", pri_eta, high=1., low_open=False)
         self.input_priorities = input_priorities
         if input_priority_shift is None:

@@ -125,6 +125,20 @@ class PPO(PolicyGradientAlgo):
             self.ratio_clip = self._ratio_clip * (self.n_itr - itr) / max(self.n_itr, 1)
         return OptInfo(**read_stats(stats))  # One read from the device per iteration.
 
+    def state_dict(self) -> dict:
+        """Counters, the annealed ``ratio_clip`` and the learning-rate schedule's step."""
+        state = dict(super().state_dict(), ratio_clip=float(self.ratio_clip))
+        if self.linear_lr_schedule:
+            state["lr_last_epoch"] = int(self.lr_scheduler.last_epoch)
+        return state
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        super().load_state_dict(state_dict)
+        self.ratio_clip = float(state_dict["ratio_clip"])
+        if self.linear_lr_schedule and "lr_last_epoch" in state_dict:
+            # The learning rate itself comes back with the optimizer's state.
+            self.lr_scheduler.last_epoch = int(state_dict["lr_last_epoch"])
+
     def loss(self, agent_inputs: AgentInputs, action: torch.Tensor, return_: torch.Tensor,
              advantage: torch.Tensor, valid: torch.Tensor | None,
              old_dist_info: NamedArrayTuple, init_rnn_state: TensorTree | None = None

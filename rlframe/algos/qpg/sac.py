@@ -85,14 +85,16 @@ class SAC(OffPolicyAlgorithm):
                  target_entropy: str | float = "auto", reparameterize: bool = True,
                  clip_grad_norm: float = 1e9, n_step_return: int = 1, updates_per_sync: int = 1,
                  bootstrap_timelimit: bool = True, ReplayBufferCls: type | None = None,
-                 compile: bool = False):
+                 compile: bool = False,
+                 checkpoint_replay: bool = False):
         super().__init__(
             discount=discount, batch_size=batch_size, min_steps_learn=min_steps_learn,
             replay_size=replay_size, replay_ratio=replay_ratio,
             target_update_tau=target_update_tau, target_update_interval=target_update_interval,
             n_step_return=n_step_return, clip_grad_norm=clip_grad_norm,
             updates_per_sync=updates_per_sync, bootstrap_timelimit=bootstrap_timelimit,
-            ReplayBufferCls=ReplayBufferCls, compile=compile)
+            ReplayBufferCls=ReplayBufferCls, compile=compile,
+            checkpoint_replay=checkpoint_replay)
         self.learning_rate = check_number("learning_rate", learning_rate)
         self.fixed_alpha = None if fixed_alpha is None else check_number("fixed_alpha",
                                                                          fixed_alpha)

@@ -10,8 +10,11 @@ when set, else ``./data`` in the current working directory.
 from __future__ import annotations
 
 import contextlib
+import csv
 import datetime
+import io
 import json
+import math
 import os
 import pickle
 from typing import Any, Iterator
@@ -19,8 +22,9 @@ from typing import Any, Iterator
 import numpy as np
 import torch
 
+from rlframe.utils.checkpoint import find_snapshot, snapshot_itr
 from rlframe.utils.distributed import torchrun_rank
-from rlframe.utils.files import write_json_atomic
+from rlframe.utils.files import atomic_write_bytes, write_json_atomic
 from rlframe.utils.logging import logger
 
 DATA_DIR_ENV_VAR = "RLFRAME_DATA_DIR"
@@ -150,8 +154,8 @@ def _holds_run_besides(directory: str, own: str) -> bool:
 @contextlib.contextmanager
 def logger_context(log_dir: str, run_ID: int, name: str, log_params: dict | None = None,
                    snapshot_mode: str = "none", override_prefix: bool = False,
-                   use_summary_writer: bool = False,
-                   if_exists: str = "error") -> Iterator[str | None]:
+                   use_summary_writer: bool = False, if_exists: str = "error",
+                   resume: bool = False) -> Iterator[str | None]:
     """Log a run to its own directory through a fresh logger for the ``with`` block.
 
     The directory is ``<root>/local/<YYYYMMDD>/<HHMMSS>/<log_dir>/run_<run_ID>``,
@@ -185,6 +189,13 @@ def logger_context(log_dir: str, run_ID: int, name: str, log_params: dict | None
             ``"error"`` (raise before writing anything) or ``"suffix"`` (use
             ``run_<run_ID>-1``, ``-2``, ...). Directories are claimed atomically,
             so runs started at once never share one.
+        resume: continue the run in the run directory if it holds one: the runner's
+            ``train()`` starts from the newest snapshot (see ``MinibatchRlBase``),
+            ``progress.csv`` and ``debug.log`` are appended to (rows after the
+            snapshot's iteration are dropped first), and the run ends at the same
+            ``n_steps`` as an uninterrupted one. ``log_params`` must match the
+            directory's ``params.json``. A directory without a run starts afresh; one
+            holding a run without a snapshot is an error (and is left as it is).
 
     Under torchrun (``RANK`` > 0 in a job of several processes) only rank 0
     writes: the other ranks get a silent logger, no directory, and ``None``.
@@ -222,24 +233,30 @@ def logger_context(log_dir: str, run_ID: int, name: str, log_params: dict | None
             raise ValueError(f"log_dir={log_dir!r} leads out of the data directory {root} "
                              f"(to {exp_dir}); remove the '..' parts, or pass an absolute "
                              "path with override_prefix=True to write there.")
-    exp_dir = _claim_run_dir(exp_dir, if_exists)
+    if log_params is None:
+        log_params = {}
+    log_params["name"] = name
+    log_params["run_ID"] = run_ID
+    lossy: list = []
+    params_json = _jsonable(log_params, lossy)
+    resume_from = None
+    if resume and os.path.isdir(exp_dir) and _holds_run_besides(exp_dir, ""):
+        resume_from = _prepare_resume(exp_dir, params_json)
+    else:
+        exp_dir = _claim_run_dir(exp_dir, if_exists)
     params_path = os.path.join(exp_dir, "params.json")
 
     try:
         with logger.use_logger(run_logger):
             run_logger.set_snapshot_dir(exp_dir)
             run_logger.add_text_output(os.path.join(exp_dir, "debug.log"))
-            run_logger.add_tabular_output(os.path.join(exp_dir, "progress.csv"))
+            run_logger.add_tabular_output(os.path.join(exp_dir, "progress.csv"),
+                                          append=resume_from is not None)
             run_logger.push_prefix(f"{name}_{run_ID} ")
             if summary_writer_cls is not None:
                 run_logger.set_tf_summary_writer(summary_writer_cls(exp_dir))
                 run_logger.set_tf_summary_dir(exp_dir)
-            if log_params is None:
-                log_params = {}
-            log_params["name"] = name
-            log_params["run_ID"] = run_ID
-            lossy: list = []
-            write_json_atomic(params_path, _jsonable(log_params, lossy))
+            write_json_atomic(params_path, params_json)
             if lossy:
                 _pickle_params(exp_dir, log_params, run_logger)
             if relocated and os.path.isabs(log_dir):
@@ -247,9 +264,68 @@ def logger_context(log_dir: str, run_ID: int, name: str, log_params: dict | None
                                "was nested under it; pass override_prefix=True to write to "
                                "it as is.")
             run_logger.log(f"Run directory: {exp_dir}")
+            if resume_from is not None:
+                run_logger.set_resume_snapshot(resume_from)
+                run_logger.log(f"Resuming the run from {os.path.basename(resume_from)} "
+                               f"(iteration {snapshot_itr(resume_from)}).")
             yield exp_dir
     finally:
         run_logger.close()  # the summary writer too
+
+
+def _prepare_resume(exp_dir: str, params_json: dict) -> str:
+    """Check that the run in ``exp_dir`` can be continued with ``params_json``; drop
+    progress rows written after its newest snapshot. Returns that snapshot's path."""
+    snapshot = find_snapshot(exp_dir)
+    if snapshot is None:
+        raise FileExistsError(
+            f"logger_context(resume=True): {exp_dir} holds a run but no snapshot to resume "
+            f"from (files: {sorted(os.listdir(exp_dir))}); it was run with "
+            "snapshot_mode='none', or stopped before its first snapshot. It is left as it "
+            "is: choose another run_ID to start afresh.")
+    params_path = os.path.join(exp_dir, "params.json")
+    if os.path.exists(params_path):
+        with open(params_path, encoding="utf-8") as f:
+            saved = json.load(f)
+        changed = sorted(k for k in set(saved) | set(params_json)
+                         if saved.get(k, "<absent>") != params_json.get(k, "<absent>"))
+        if changed:
+            details = "; ".join(f"{k}: {saved.get(k, '<absent>')!r} in the run, "
+                                f"{params_json.get(k, '<absent>')!r} now" for k in changed[:5])
+            raise ValueError(
+                f"logger_context(resume=True): the run in {exp_dir} was made by a different "
+                f"setting ({details}). Resume it with its own settings, or choose another "
+                "run_ID for the new setting.")
+    _drop_rows_after(os.path.join(exp_dir, "progress.csv"), snapshot_itr(snapshot))
+    return snapshot
+
+
+def _drop_rows_after(progress_path: str, itr: int) -> None:
+    """Keep the rows of ``progress.csv`` up to ``Iteration`` ``itr`` (a resumed run
+    writes the later ones again)."""
+    if not os.path.exists(progress_path):
+        return
+    with open(progress_path, newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        fieldnames, rows = reader.fieldnames, list(reader)
+    kept = [row for row in rows if _row_itr(row) <= itr]
+    if fieldnames is None or len(kept) == len(rows):
+        return
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=fieldnames, lineterminator="\r\n")
+    writer.writeheader()
+    writer.writerows(kept)
+    atomic_write_bytes(progress_path, text.getvalue().encode("utf-8"))
+
+
+def _row_itr(row: dict) -> float:
+    for key, value in row.items():
+        if key == "Iteration" or key.endswith("/Iteration"):
+            try:
+                return float(value)
+            except (TypeError, ValueError):
+                return -math.inf
+    return -math.inf
 
 
 def _pickle_params(exp_dir: str, log_params: dict, run_logger: logger.Logger) -> None:
@@ -261,7 +337,7 @@ def _pickle_params(exp_dir: str, log_params: dict, run_logger: logger.Logger) ->
         run_logger.log(f"params.json holds reprs of values JSON cannot hold; they do not "
                        f"pickle either ({type(err).__name__}: {err}), so no log_params.pkl.")
         return
-    logger.atomic_write_bytes(os.path.join(exp_dir, "log_params.pkl"), payload)
+    atomic_write_bytes(os.path.join(exp_dir, "log_params.pkl"), payload)
 
 
 def add_exp_param(param_name: str, param_val: Any, exp_dir: str | None = None,

@@ -43,6 +43,8 @@ from typing import IO, Any, Iterator, Mapping
 import numpy as np
 import torch
 
+from rlframe.utils.files import atomic_write_bytes
+
 SNAPSHOT_MODES = ("all", "last", "gap", "last+gap", "none")
 
 _COLOR_CODES: Mapping[str, int] = types.MappingProxyType({
@@ -123,23 +125,6 @@ def _check_snapshot_mode(mode: Any) -> str:
     return mode
 
 
-def atomic_write_bytes(path: str, payload: bytes) -> None:
-    """Write ``payload`` to ``path`` through a temporary file and a rename: readers see
-    the old file or the new one, never half of it."""
-    fd, tmp_path = tempfile.mkstemp(dir=os.path.dirname(path),
-                                    prefix="." + os.path.basename(path) + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(payload)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp_path, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp_path)
-        raise
-
-
 # ----------------------------------------------------------------------------- Logger
 
 class Logger:
@@ -161,6 +146,7 @@ class Logger:
         self._tabular_fds_held: dict[str, IO[str]] = {}
         self._tabular_fieldnames: dict[str, list[str]] = {}
         self._snapshot_dir: str | None = None
+        self._resume_snapshot: str | None = None
         self._snapshot_mode: str = "all"
         self._snapshot_gap: int = 1
         self._log_tabular_only: bool = False
@@ -254,10 +240,11 @@ class Logger:
         if fd is not None:
             fd.close()
 
-    def add_tabular_output(self, file_name: str) -> None:
+    def add_tabular_output(self, file_name: str, append: bool = False) -> None:
         """Write every dumped tabular row to the CSV file ``file_name``.
 
-        A new output truncates the file. A file put on hold with
+        A new output truncates the file, or with ``append`` (a resumed run) adds rows
+        under the header the file already has. A file put on hold with
         ``hold_tabular_output`` is resumed where it stopped instead.
         """
         path = os.path.abspath(file_name)
@@ -267,8 +254,15 @@ class Logger:
         if held is not None:
             self._tabular_fds[path] = held
             return
-        self._tabular_fds[path] = _open_output(path, "w")
-        self._tabular_fieldnames.pop(path, None)
+        fieldnames = None
+        if append and os.path.exists(path):
+            with open(path, "r", newline="", encoding="utf-8") as f:
+                fieldnames = next(csv.reader(f), None)
+        self._tabular_fds[path] = _open_output(path, "a" if fieldnames else "w")
+        if fieldnames:
+            self._tabular_fieldnames[path] = fieldnames
+        else:
+            self._tabular_fieldnames.pop(path, None)
 
     def remove_tabular_output(self, file_name: str) -> None:
         """Stop writing rows to ``file_name`` and close it, whether active or held."""
@@ -455,6 +449,15 @@ class Logger:
     def set_snapshot_dir(self, dir_name: str | None) -> None:
         """Directory that ``save_itr_params`` writes to (``None``: no snapshots)."""
         self._snapshot_dir = None if dir_name is None else os.path.abspath(dir_name)
+
+    def set_resume_snapshot(self, path: str | None) -> None:
+        """The snapshot a resumed run continues from (set by ``logger_context(resume=True)``;
+        the runner reads it at startup)."""
+        self._resume_snapshot = None if path is None else os.path.abspath(path)
+
+    def get_resume_snapshot(self) -> str | None:
+        """The snapshot to resume from, or None for a fresh run."""
+        return self._resume_snapshot
 
     def get_snapshot_dir(self) -> str | None:
         """Snapshot directory (the run directory inside ``logger_context``)."""
@@ -670,9 +673,9 @@ def remove_text_output(file_name: str) -> None:
     current_logger().remove_text_output(file_name)
 
 
-def add_tabular_output(file_name: str) -> None:
+def add_tabular_output(file_name: str, append: bool = False) -> None:
     """``Logger.add_tabular_output`` on the current logger."""
-    current_logger().add_tabular_output(file_name)
+    current_logger().add_tabular_output(file_name, append=append)
 
 
 def remove_tabular_output(file_name: str) -> None:
@@ -708,6 +711,11 @@ def dump_tabular(*args: Any, **kwargs: Any) -> dict[str, Any]:
 def set_snapshot_dir(dir_name: str | None) -> None:
     """``Logger.set_snapshot_dir`` on the current logger."""
     current_logger().set_snapshot_dir(dir_name)
+
+
+def get_resume_snapshot() -> str | None:
+    """``Logger.get_resume_snapshot`` of the current logger: the snapshot to resume from."""
+    return current_logger().get_resume_snapshot()
 
 
 def get_snapshot_dir() -> str | None:

@@ -1,0 +1,148 @@
+"""Resuming a run from its snapshot: what the runners add to a snapshot, write beside
+it, and load back at startup (see ``logger_context(resume=True)``).
+
+A snapshot holds the agent's and optimizer's states, the algorithm's counters and
+schedules (``algo.state_dict()``), the random generators and the runner's cumulative
+statistics. Beside it go the in-process sampler's envs mid-episode
+(``sampler_state.pkl``: a resumed serial run continues exactly where it stopped) and,
+for off-policy algorithms made with ``checkpoint_replay=True``, the replay buffer
+(``replay_buffer.pkl``). The exploration and learning-rate schedules follow the
+iteration, which continues from the snapshot's.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import torch
+
+from rlframe.utils.checkpoint import (REPLAY_FILE, SAMPLER_STATE_FILE, load_replay_state,
+                                      load_sampler_state, read_state_file, replay_state,
+                                      rng_state, sampler_state, set_rng_state,
+                                      write_state_file)
+from rlframe.utils.logging import logger
+
+SNAPSHOT_KEYS = ("itr", "cum_steps", "agent_state_dict", "optimizer_state_dict")
+
+
+def training_state(runner: Any) -> dict:
+    """The snapshot entries that let ``runner`` resume: algorithm state, generators and
+    the runner's cumulative statistics (numbers, tensors, dicts and lists only)."""
+    state = dict(algo_state_dict=runner.algo.state_dict(), rng_state=rng_state(),
+                 runner_state=dict(cum_time=float(time.time() - runner._start_time),
+                                   cum_eval_time=float(getattr(runner, "_cum_eval_time", 0.)),
+                                   cum_completed_trajs=int(runner._cum_completed_trajs)))
+    window = getattr(runner, "_traj_infos", None)
+    if window is not None and not isinstance(window, list):  # MinibatchRl's deque
+        state["runner_state"]["traj_window"] = [_plain(info) for info in window]
+    return state
+
+
+def write_side_files(runner: Any, itr: int) -> None:
+    """Beside the snapshot just written: the sampler's envs and, when asked, the replay."""
+    run_dir = logger.get_snapshot_dir()
+    if run_dir is None:
+        return
+    state, why = sampler_state(runner.sampler)
+    if state is not None:
+        write_state_file(run_dir, SAMPLER_STATE_FILE, itr, state)
+    elif not getattr(runner, "_told_no_sampler_state", False):
+        runner._told_no_sampler_state = True
+        logger.log(f"Snapshots keep no env states ({why}): a resumed run starts its "
+                   "training episodes afresh.")
+    if getattr(runner.algo, "checkpoint_replay", False):
+        replay = runner.algo.replay_buffer
+        write_state_file(run_dir, REPLAY_FILE, itr, replay_state(replay))
+
+
+def restore(runner: Any, path: str) -> int:
+    """Load the snapshot ``path`` (and its side files) into an initialized ``runner``.
+
+    Returns:
+        The first iteration to run: the snapshot's plus one.
+
+    Raises:
+        ValueError: if the snapshot was written by a run with another batch size or
+            lacks what resuming needs.
+    """
+    snapshot = torch.load(path, map_location=runner.agent.device, weights_only=True)
+    missing = [key for key in SNAPSHOT_KEYS + ("algo_state_dict", "rng_state")
+               if key not in snapshot]
+    if missing:
+        raise ValueError(f"{path} cannot be resumed from: it lacks {missing} (written by an "
+                         "older version or by hand).")
+    itr = int(snapshot["itr"])
+    expected = (itr + 1) * runner.itr_batch_size
+    if int(snapshot["cum_steps"]) != expected:
+        raise ValueError(f"{path} was written after {snapshot['cum_steps']} env steps at "
+                         f"iteration {itr}, but this runner's iterations of "
+                         f"{runner.itr_batch_size} steps make {expected}: the sampler's "
+                         "batch_T, batch_B or the number of ranks differ from the run's.")
+    runner.agent.load_state_dict(snapshot["agent_state_dict"])
+    runner.algo.load_optim_state_dict(snapshot["optimizer_state_dict"])
+    runner.algo.load_state_dict(snapshot["algo_state_dict"])
+    _restore_statistics(runner, snapshot["runner_state"])
+    run_dir = os.path.dirname(os.path.abspath(path))
+    _restore_sampler(runner, run_dir, itr)
+    _restore_replay(runner, run_dir, itr)
+    set_rng_state(snapshot["rng_state"])  # Last: nothing above draws from them.
+    runner.last_completed_itr = itr
+    logger.log(f"Resumed from {os.path.basename(path)}: iteration {itr}, "
+               f"{expected} env steps, {runner.algo.update_counter} updates done.")
+    return itr + 1
+
+
+def refuse_resume(runner: Any) -> None:
+    """Raise before any work when ``runner`` is asked to resume but cannot."""
+    path = logger.get_resume_snapshot()
+    if path is not None:
+        raise ValueError(
+            f"logger_context(resume=True) found the snapshot {path}, but "
+            f"{type(runner).__name__} cannot resume runs: MinibatchRl and MinibatchRlEval "
+            "can. Start a new run (another run_ID), or continue this one with "
+            "resume=False into another run directory.")
+
+
+def _restore_statistics(runner: Any, state: dict) -> None:
+    now = time.time()
+    runner._start_time = now - float(state["cum_time"])
+    runner._last_time = now
+    runner._cum_completed_trajs = int(state["cum_completed_trajs"])
+    runner._last_update_counter = runner.algo.update_counter
+    if hasattr(runner, "_cum_eval_time"):
+        runner._cum_eval_time = float(state["cum_eval_time"])
+    window = getattr(runner, "_traj_infos", None)
+    if window is not None and not isinstance(window, list):
+        window.extend(state.get("traj_window", []))
+
+
+def _restore_sampler(runner: Any, run_dir: str, itr: int) -> None:
+    state, why = read_state_file(run_dir, SAMPLER_STATE_FILE, itr)
+    if state is None:
+        logger.log(f"Training envs start afresh ({why}).")
+        return
+    load_sampler_state(runner.sampler, state)
+
+
+def _restore_replay(runner: Any, run_dir: str, itr: int) -> None:
+    replay = getattr(runner.algo, "replay_buffer", None)
+    if replay is None:
+        return
+    if not getattr(runner.algo, "checkpoint_replay", False):
+        logger.log("The replay buffer starts empty (the algorithm was not made with "
+                   "checkpoint_replay=True).")
+        return
+    state, why = read_state_file(run_dir, REPLAY_FILE, itr)
+    if state is None:
+        logger.log(f"WARNING: the replay buffer starts empty ({why}).")
+        return
+    load_replay_state(replay, state)
+    logger.log(f"Replay buffer restored: {replay.n_stored} steps per env.")
+
+
+def _plain(info: Any) -> dict:
+    """A trajectory info as a dict of Python numbers (loadable with weights_only)."""
+    return {key: (value.item() if hasattr(value, "item") else value)
+            for key, value in dict(info).items()
+            if isinstance(value, (int, float, bool)) or hasattr(value, "item")}

@@ -1,0 +1,103 @@
+"""Small runs for the resume tests, also run as a script in a child process:
+
+    python resume_helpers.py ALGO RUN_ID [--die-at ITR] [--resume] [--no-replay-checkpoint]
+
+which trains in ``./resume_runs/run_<RUN_ID>`` and, with ``--die-at``, kills itself
+with SIGKILL after that iteration (no shutdown, no final snapshot), as a crash would.
+"""
+import argparse
+import os
+import signal
+
+import torch
+
+from rlframe.agents.dqn.dqn_agent import DqnAgent
+from rlframe.agents.pg.categorical import CategoricalPgAgent
+from rlframe.algos.dqn.dqn import DQN
+from rlframe.algos.pg.ppo import PPO
+from rlframe.envs.gym import make as gym_make
+from rlframe.runners.callbacks import Callback
+from rlframe.runners.minibatch_rl import MinibatchRl, MinibatchRlEval
+from rlframe.samplers.serial.sampler import SerialSampler
+from rlframe.utils.logging.context import logger_context
+
+LOG_DIR = "resume_runs"
+
+
+class DieAt(Callback):
+    """SIGKILL this process at the end of iteration ``itr``."""
+
+    def __init__(self, itr):
+        self.itr = itr
+
+    def on_iteration_end(self, runner, itr, samples, opt_info):
+        if itr == self.itr:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+class RecordEpsilon(Callback):
+    """The exploration epsilon of every iteration, in order."""
+
+    def __init__(self):
+        self.epsilons = {}
+
+    def on_iteration_end(self, runner, itr, samples, opt_info):
+        self.epsilons[itr] = float(runner.agent.distribution.epsilon)
+
+
+def ppo_runner(callbacks=None):
+    sampler = SerialSampler(EnvCls=gym_make, env_kwargs=dict(id="CartPole-v1"), batch_T=32,
+                            batch_B=4, max_decorrelation_steps=0)
+    return MinibatchRl(algo=PPO(minibatches=2, epochs=2), agent=CategoricalPgAgent(),
+                       sampler=sampler, n_steps=128 * 16, log_interval_steps=128 * 4, seed=3,
+                       callbacks=callbacks)
+
+
+def dqn_runner(callbacks=None, checkpoint_replay=True):
+    sampler = SerialSampler(EnvCls=gym_make, env_kwargs=dict(id="CartPole-v1"),
+                            eval_env_kwargs=dict(id="CartPole-v1"), batch_T=8, batch_B=2,
+                            max_decorrelation_steps=0, eval_n_envs=2, eval_max_steps=400)
+    algo = DQN(min_steps_learn=400, eps_steps=16 * 150, batch_size=32, replay_size=5000,
+               prioritized_replay=True, checkpoint_replay=checkpoint_replay)
+    return MinibatchRlEval(algo=algo, agent=DqnAgent(), sampler=sampler, n_steps=16 * 200,
+                           log_interval_steps=16 * 40, seed=5, callbacks=callbacks)
+
+
+RUNNERS = dict(ppo=ppo_runner, dqn=dqn_runner)
+
+
+def train(algo, run_ID, resume=False, callbacks=None, **kwargs):
+    """Train in ``resume_runs/run_<run_ID>``; returns the runner."""
+    runner = RUNNERS[algo](callbacks=callbacks, **kwargs)
+    with logger_context(LOG_DIR, run_ID, algo, dict(algo=algo), snapshot_mode="last",
+                        override_prefix=True, resume=resume):
+        runner.train()
+    return runner
+
+
+def flat_state(agent):
+    """The agent's tensors by dotted name."""
+    out = {}
+
+    def walk(tree, prefix):
+        for key, value in tree.items():
+            if isinstance(value, dict):
+                walk(value, f"{prefix}{key}.")
+            else:
+                out[prefix + key] = value.detach().clone()
+    walk(agent.state_dict(), "")
+    return out
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("algo", choices=sorted(RUNNERS))
+    parser.add_argument("run_ID", type=int)
+    parser.add_argument("--die-at", type=int)
+    parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--no-replay-checkpoint", action="store_true")
+    args = parser.parse_args()
+    kwargs = dict(checkpoint_replay=False) if args.no_replay_checkpoint else {}
+    callbacks = [DieAt(args.die_at)] if args.die_at is not None else None
+    runner = train(args.algo, args.run_ID, resume=args.resume, callbacks=callbacks, **kwargs)
+    torch.save(flat_state(runner.agent), f"agent_{args.run_ID}.pt")

@@ -1,0 +1,150 @@
+"""Resuming runs from their snapshots: logger_context(resume=True) + runner.train()."""
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from resume_helpers import LOG_DIR, RecordEpsilon, flat_state, ppo_runner, train
+from rlframe.runners.sync_rl import SyncRl
+from rlframe.utils.checkpoint import REPLAY_FILE, SAMPLER_STATE_FILE
+from rlframe.utils.logging.context import logger_context
+
+HELPERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "resume_helpers.py")
+
+
+def run_child(*args, expect_killed=False):
+    result = subprocess.run([sys.executable, HELPERS, *map(str, args)], capture_output=True,
+                            text=True, timeout=300)
+    if expect_killed:
+        assert result.returncode == -9, result.stderr[-3000:]
+    else:
+        assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def progress(run_ID):
+    with open(os.path.join(LOG_DIR, f"run_{run_ID}", "progress.csv"), newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def column(rows, name):
+    return [float(row[f"Diagnostics/{name}"]) for row in rows]
+
+
+def debug_log(run_ID):
+    with open(os.path.join(LOG_DIR, f"run_{run_ID}", "debug.log")) as f:
+        return f.read()
+
+
+def assert_same_agents(a, b):
+    assert a.keys() == b.keys()
+    different = [k for k in a if not torch.equal(a[k], b[k])]
+    assert not different, different
+
+
+@pytest.mark.parametrize("algo, die_at", [("ppo", 9), ("dqn", 130)])
+def test_killed_run_resumes_to_the_uninterrupted_result(algo, die_at, in_tmp_cwd):
+    """SIGKILL mid-run (no final snapshot), then resume=True: the run ends at the full
+    step count with the same parameters as an uninterrupted run of the same seed (serial
+    sampler: envs continue mid-episode; DQN: replay, priorities and epsilon continue)."""
+    run_child(algo, 0)
+    run_child(algo, 1, "--die-at", die_at, expect_killed=True)
+    killed_rows = progress(1)
+    assert killed_rows and column(killed_rows, "Iteration")[-1] < die_at
+    run_child(algo, 1, "--resume")
+    full, resumed = progress(0), progress(1)
+    assert column(resumed, "Iteration") == column(full, "Iteration")  # strictly increasing
+    assert column(resumed, "CumSteps")[-1] == column(full, "CumSteps")[-1]
+    for name in ("CumUpdates", "CumCompletedTrajs"):
+        assert column(resumed, name) == column(full, name), name
+    assert_same_agents(torch.load("agent_0.pt"), torch.load("agent_1.pt"))
+    log = debug_log(1)
+    assert "Resumed from params.pkl" in log and "start afresh" not in log
+    if algo == "dqn":
+        assert "Replay buffer restored" in log
+
+
+def test_epsilon_continues_and_replay_refills_without_a_replay_checkpoint(in_tmp_cwd):
+    run_child("dqn", 0, "--die-at", 100, "--no-replay-checkpoint", expect_killed=True)
+    snapshot_itr = int(column(progress(0), "Iteration")[-1])
+    assert not os.path.exists(os.path.join(LOG_DIR, "run_0", REPLAY_FILE))
+    record, uninterrupted = RecordEpsilon(), RecordEpsilon()
+    runner = train("dqn", 0, resume=True, callbacks=[record], checkpoint_replay=False)
+    train("dqn", 1, callbacks=[uninterrupted], checkpoint_replay=False)
+    first = min(record.epsilons)
+    assert first == snapshot_itr + 1
+    assert record.epsilons[first] < 0.6  # On its way down from 1, not restarting at 1.
+    assert record.epsilons == {itr: eps for itr, eps in uninterrupted.epsilons.items()
+                               if itr >= first}
+    assert column(progress(0), "CumSteps")[-1] == runner.n_itr * runner.itr_batch_size
+    assert "The replay buffer starts empty" in debug_log(0)
+
+
+def test_resume_without_a_run_starts_afresh_and_rows_after_the_snapshot_go(in_tmp_cwd):
+    train("ppo", 0, resume=True)  # Nothing to resume: a fresh run.
+    rows = progress(0)
+    assert column(rows, "Iteration") == [3., 7., 11., 15.]
+    run_dir = os.path.join(LOG_DIR, "run_0")
+    assert os.path.exists(os.path.join(run_dir, SAMPLER_STATE_FILE))
+    # A crash between a snapshot and later rows: rows after the snapshot's iteration are
+    # written again by the resumed run, not duplicated.
+    snapshot = torch.load(os.path.join(run_dir, "params.pkl"), weights_only=True)
+    assert snapshot["itr"] == 15
+    snapshot["itr"], snapshot["cum_steps"] = 7, 8 * 128
+    torch.save(snapshot, os.path.join(run_dir, "params.pkl"))
+    os.remove(os.path.join(run_dir, SAMPLER_STATE_FILE))
+    train("ppo", 0, resume=True)
+    assert column(progress(0), "Iteration") == [3., 7., 11., 15.]
+    assert "Training envs start afresh (no sampler_state.pkl)" in debug_log(0)
+
+
+def test_bad_resumes_are_refused_and_leave_the_run_as_it_is(in_tmp_cwd):
+    run_dir = os.path.join(LOG_DIR, "run_0")
+    with logger_context(LOG_DIR, 0, "ppo", dict(algo="ppo"), override_prefix=True):
+        pass  # A run without snapshots.
+    before = {name: open(os.path.join(run_dir, name), "rb").read()
+              for name in os.listdir(run_dir)}
+    with pytest.raises(FileExistsError, match="no snapshot to resume from"):
+        train("ppo", 0, resume=True)
+    after = {name: open(os.path.join(run_dir, name), "rb").read()
+             for name in os.listdir(run_dir)}
+    assert after == before
+
+    train("ppo", 1)
+    with pytest.raises(ValueError, match=r"different setting \(algo: 'ppo' in the run, "
+                                         r"'dqn' now"):
+        with logger_context(LOG_DIR, 1, "ppo", dict(algo="dqn"), snapshot_mode="last",
+                            override_prefix=True, resume=True):
+            pass
+    with open(os.path.join(LOG_DIR, "run_1", "params.json")) as f:
+        assert json.load(f)["algo"] == "ppo"
+
+    other_batch = ppo_runner()
+    other_batch.sampler.batch_spec = other_batch.sampler.batch_spec._replace(T=16)
+    with pytest.raises(ValueError, match="batch_T, batch_B or the number of ranks differ"):
+        with logger_context(LOG_DIR, 1, "ppo", dict(algo="ppo"), snapshot_mode="last",
+                            override_prefix=True, resume=True):
+            other_batch.train()
+
+
+def test_runners_that_cannot_resume_say_so_before_any_work(in_tmp_cwd):
+    train("ppo", 0)
+    runner = SyncRl(algo=ppo_runner().algo, agent=ppo_runner().agent,
+                    sampler=ppo_runner().sampler, n_steps=1e4,
+                    affinity=[dict(workers_cpus=[0]), dict(workers_cpus=[0])])
+    with pytest.raises(ValueError, match="SyncRl cannot resume runs"):
+        with logger_context(LOG_DIR, 0, "ppo", dict(algo="ppo"), snapshot_mode="last",
+                            override_prefix=True, resume=True):
+            runner.train()
+
+
+def test_snapshots_still_load_with_weights_only(in_tmp_cwd):
+    runner = train("ppo", 0)
+    snapshot = torch.load(os.path.join(LOG_DIR, "run_0", "params.pkl"), weights_only=True)
+    assert {"algo_state_dict", "rng_state", "runner_state"} <= set(snapshot)
+    assert snapshot["algo_state_dict"]["update_counter"] == runner.algo.update_counter
+    assert flat_state(runner.agent).keys()
