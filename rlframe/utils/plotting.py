@@ -110,8 +110,9 @@ def resolve_key(columns: Iterable[str], key: str, where: str = "progress.csv") -
     if len(ends) > 1:
         raise PlotError(f"key {key!r} is ambiguous in {where}: give one of {ends}")
     short = {c.rsplit("/", 1)[-1]: c for c in columns}
-    close = difflib.get_close_matches(key, list(short) + columns, n=3, cutoff=0.6)
-    hint = f" Did you mean {', '.join(repr(short.get(c, c)) for c in close)}?" if close else ""
+    close = difflib.get_close_matches(key, list(short) + columns, n=6, cutoff=0.6)
+    close = list(dict.fromkeys(short.get(c, c) for c in close))[:3]
+    hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
     raise PlotError(f"unknown key {key!r} in {where}.{hint} "
                     f"Available columns: {', '.join(columns)}")
 
@@ -136,7 +137,7 @@ def find_run_dirs(paths: Iterable[str]) -> list[str]:
 def _runs_under(path: str) -> list[str]:
     path = os.path.normpath(path)
     if not os.path.isdir(path):
-        raise FileNotFoundError(f"{path} is not a directory")
+        raise FileNotFoundError(f"no such directory: {path}")
     if os.path.isfile(os.path.join(path, "progress.csv")) or _RUN_DIR_NAME.match(
             os.path.basename(path)):
         return [path]
