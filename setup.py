@@ -37,6 +37,7 @@ setup(
         "cloudpickle>=2",
     ],
     extras_require=extras,
+    entry_points={"console_scripts": ["rlframe = rlframe.cli:main"]},
     classifiers=[
         "Programming Language :: Python :: 3",
         "Topic :: Scientific/Engineering :: Artificial Intelligence",
