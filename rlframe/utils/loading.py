@@ -268,7 +268,7 @@ def _raise_problems(problems: list[str], what: str) -> None:
     if problems:
         raise AgentLoadError(
             f"The run's {what} cannot be rebuilt from its snapshot:\n  " + "\n  ".join(problems)
-            + "\nBuild the agent yourself as the run did and pass it: "
+            + "\nOr build the agent yourself as the run did and pass it: "
               "load_agent(run_dir, agent=MyAgent(...)).")
 
 
@@ -346,8 +346,9 @@ def load_run(run_dir_or_snapshot: str | os.PathLike, itr: int | None = None,
         run_dir_or_snapshot: the run directory (``run_<ID>``) or a snapshot file.
         itr: load ``itr_<itr>.pkl`` (default: ``params.pkl`` or the latest).
         device: ``"cpu"`` (default), ``"cuda"`` or ``"cuda:<idx>"``.
-        agent: an agent built as the run's was, used instead of the recorded one
-            (needed for snapshots written before they recorded ``agent_spec``).
+        agent: an agent built as the run's was, used instead of the recorded one;
+            for a snapshot written before snapshots recorded ``agent_spec`` it must
+            be initialized already (``agent.initialize(env.spaces)``).
     """
     path = find_snapshot(run_dir_or_snapshot, itr)
     snapshot = torch.load(path, map_location="cpu", weights_only=True)
@@ -355,9 +356,10 @@ def load_run(run_dir_or_snapshot: str | os.PathLike, itr: int | None = None,
     if agent is None and spec is None:
         raise AgentLoadError(
             f"{path} was written before snapshots recorded their agent (no 'agent_spec'). "
-            "Build the agent as the run did and pass it: load_agent(run_dir, "
-            "agent=MyAgent(...)); or by hand: agent.initialize(env.spaces); "
-            "agent.load_state_dict(torch.load(path, weights_only=True)['agent_state_dict']).")
+            "Build and initialize the agent as the run did and pass it: agent = MyAgent(...); "
+            "agent.initialize(env.spaces); load_agent(run_dir, agent=agent); or load the "
+            "weights by hand: agent.load_state_dict(torch.load(path, weights_only=True)"
+            "['agent_state_dict']).")
     if agent is None:
         agent = build_agent(spec)
     if spec is not None:
@@ -379,13 +381,13 @@ def load_run(run_dir_or_snapshot: str | os.PathLike, itr: int | None = None,
 
 
 def load_agent(run_dir_or_snapshot: str | os.PathLike, itr: int | None = None,
-               device: str | None = None) -> BaseAgent:
+               device: str | None = None, agent: BaseAgent | None = None) -> BaseAgent:
     """The trained agent of a run, ready to act: ``load_run(...).agent``.
 
     Args:
-        run_dir_or_snapshot, itr, device: see :func:`load_run`.
+        run_dir_or_snapshot, itr, device, agent: see :func:`load_run`.
     """
-    return load_run(run_dir_or_snapshot, itr=itr, device=device).agent
+    return load_run(run_dir_or_snapshot, itr=itr, device=device, agent=agent).agent
 
 
 def _cuda_index(device: str | None) -> int | None:
