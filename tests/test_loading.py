@@ -10,7 +10,7 @@ import torch
 
 from conftest import REPO
 from rlframe.agents.dqn.dqn_agent import DqnAgent
-from rlframe.agents.dqn.r2d1_agent import R2d1Agent
+from rlframe.agents.dqn.r2d1_agent import R2d1Agent, R2d1AlternatingAgent
 from rlframe.agents.pg.categorical import CategoricalPgAgent
 from rlframe.agents.qpg.sac_agent import SacAgent
 from rlframe.algos.dqn.dqn import DQN
@@ -147,6 +147,12 @@ def test_recurrent_agent_keeps_state_until_reset():
     agent.reset()
     assert agent.prev_rnn_state is None
     assert [agent.act(o) for o in obs] == first
+    alternating = R2d1AlternatingAgent(model_kwargs=dict(hidden_sizes=[16], lstm_size=8,
+                                                         head_size=8))
+    alternating.initialize(env.spaces)
+    alternating.load_state_dict(agent.state_dict())
+    alternating.eval_mode(1)
+    assert [alternating.act(o) for o in obs] == first  # One state, not one per env half.
     env.close()
 
 

@@ -341,6 +341,8 @@ class BaseAgent:
             action = self.step(observation, prev_action, prev_reward).action
         finally:
             self.distribution = distribution
+        if self.alternating:
+            self.toggle_alt()  # Stepping switched to the other env half's state: one half here.
         self._act_prev_action = action
         action = action.numpy()
         return action[0] if single else action
