@@ -63,5 +63,6 @@ def test_zero_and_one_iteration_runs(in_tmp_cwd, RunnerCls, eval_n_envs, n_steps
     assert os.path.exists(os.path.join(run_dir, "params.pkl")) == (expect_itr > 0)
     if expect_itr:
         snap = torch.load(os.path.join(run_dir, "params.pkl"), weights_only=True)
-        assert set(snap) == {"itr", "cum_steps", "agent_state_dict", "optimizer_state_dict"}
+        assert set(snap) == {"itr", "cum_steps", "agent_state_dict", "optimizer_state_dict",
+                             "agent_spec"}
         assert (snap["itr"], snap["cum_steps"]) == (0, 8)

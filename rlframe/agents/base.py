@@ -13,6 +13,7 @@ import inspect
 import multiprocessing as mp
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
 
+import numpy as np
 import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -45,6 +46,7 @@ else:
     AgentStep = namedarraytuple("AgentStep", ["action", "agent_info"])
 
 _Method = TypeVar("_Method", bound=Callable[..., Any])
+_Agent = TypeVar("_Agent", bound="BaseAgent")
 _CPU = torch.device("cpu")
 
 
@@ -119,6 +121,13 @@ class BaseAgent:
     agents keep their RNN state, and reset rows of it in place) sets False and
     is stepped under ``torch.no_grad()``."""
 
+    def __new__(cls: type[_Agent], *args: Any, **kwargs: Any) -> _Agent:
+        agent = super().__new__(cls)
+        # Kept for snapshots, which record how to rebuild the agent (see
+        # constructor_args): every subclass's arguments, with no code in the subclass.
+        agent._constructor_args = (args, dict(kwargs))
+        return agent
+
     def __init__(self, ModelCls: type | None = None, model_kwargs: dict | None = None,
                  initial_model_state_dict: dict | None = None):
         self.ModelCls = ModelCls
@@ -139,6 +148,13 @@ class BaseAgent:
         self._rw_lock: RWLock | None = None
         # (dst model, src model, dst tensors, src tensors) of the last hand-over copy.
         self._copy_plan: tuple | None = None
+        self._act_prev_action: torch.Tensor | None = None  # act()'s last actions [B, ...].
+
+    @property
+    def constructor_args(self) -> tuple[tuple, dict] | None:
+        """``(args, kwargs)`` the agent's class was called with (None if unknown), from
+        which :func:`rlframe.utils.loading.agent_spec` records how to rebuild it."""
+        return getattr(self, "_constructor_args", None)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Training forward pass (with grad); defined by subclasses."""
@@ -285,6 +301,72 @@ class BaseAgent:
         """
         raise NotImplementedError(f"{type(self).__name__} defines no value().")
 
+    def act(self, observation: Any, deterministic: bool = True,
+            prev_reward: Any = None) -> np.ndarray:
+        """Actions for one observation or a batch, numpy in and out (to use a trained agent).
+
+        Acts as in the agent's current mode (:func:`rlframe.utils.loading.load_agent`
+        leaves it in eval mode). Between calls the agent keeps its last actions (the
+        next ``prev_action``) and, if recurrent, its RNN state; call :meth:`reset` at
+        the start of new episodes. A batch of another size than the last also starts
+        new episodes.
+
+        Args:
+            observation: one observation [*obs_shape] or a batch [B, *obs_shape]
+                (array observations only).
+            deterministic: the most likely action (argmax Q for DQN-family agents,
+                most probable action or Gaussian mean for policy gradient, mu for
+                DDPG/TD3, ``squash * tanh(mean)`` for SAC); False: sampled as
+                :meth:`step` does.
+            prev_reward: the reward(s) after the previous action, [] or [B], for
+                models that read it (default 0).
+
+        Returns:
+            action [*action_shape] for one observation, [B, *action_shape] for a batch.
+        """
+        observation, single = self._act_observation(observation)
+        B = observation.shape[0]
+        prev_action = self._act_prev_action
+        if prev_action is None or prev_action.shape[0] != B:
+            if prev_action is not None:
+                self.reset()
+            null = np.asarray(self.env_spaces.action.null_value())
+            prev_action = torch.from_numpy(np.stack([null] * B))
+        prev_reward = torch.zeros(B) if prev_reward is None else \
+            torch.as_tensor(np.asarray(prev_reward, dtype=np.float32).reshape(B))
+        distribution = self.distribution
+        if deterministic:
+            self.distribution = _ModeSampler(distribution)
+        try:
+            action = self.step(observation, prev_action, prev_reward).action
+        finally:
+            self.distribution = distribution
+        if self.alternating:
+            self.toggle_alt()  # Stepping switched to the other env half's state: one half here.
+        self._act_prev_action = action
+        action = action.numpy()
+        return action[0] if single else action
+
+    def _act_observation(self, observation: Any) -> tuple[torch.Tensor, bool]:
+        """``(observation [B, *obs_shape] tensor, whether one was given unbatched)``."""
+        if self.env_spaces is None:
+            raise RuntimeError(f"{type(self).__name__}.act() needs an initialized agent "
+                               "(initialize(env_spaces), or rlframe.utils.loading.load_agent).")
+        space = self.env_spaces.observation
+        if space.is_composite:
+            raise TypeError(f"{type(self).__name__}.act() takes array observations; the env's "
+                            f"are {list(space.names)}: call step() with a namedarraytuple.")
+        null = np.asarray(space.null_value())
+        observation = np.asarray(observation, dtype=null.dtype)
+        shape = observation.shape
+        single = shape == null.shape
+        if not single and shape[1:] != null.shape:
+            raise ValueError(f"{type(self).__name__}.act(): observation of shape {shape}; the "
+                             f"env's observations are {null.shape} (one) or "
+                             f"[B, *{null.shape}] (a batch).")
+        observation = observation[None] if single else observation
+        return torch.from_numpy(np.ascontiguousarray(observation)), single
+
     def update_obs_rms(self, observation: TensorTree) -> None:
         """Update running observation statistics with a [T, B] batch before training.
 
@@ -294,6 +376,7 @@ class BaseAgent:
 
     def reset(self) -> None:
         """Start of new episodes in every env (recurrent agents clear state)."""
+        self._act_prev_action = None
 
     def reset_one(self, idx: int) -> None:
         """Start of a new episode in env ``idx``."""
@@ -400,6 +483,21 @@ class BaseAgent:
         """Alternating samplers switch env halves (alternating agents override)."""
 
 
+class _ModeSampler:
+    """Stands for an agent's distribution while :meth:`BaseAgent.act` acts
+    deterministically: every agent's ``step`` then picks the distribution's mode
+    where it would sample, with no deterministic variant of each ``step``."""
+
+    def __init__(self, distribution: Distribution):
+        self._distribution = distribution
+
+    def sample(self, dist_info: Any) -> torch.Tensor:
+        return self._distribution.mode(dist_info)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._distribution, name)
+
+
 class RecurrentAgentMixin:
     """RNN state bookkeeping for agents whose model takes ``init_rnn_state``.
 
@@ -417,6 +515,7 @@ class RecurrentAgentMixin:
         self._sample_rnn_state: TensorTree | None = None
 
     def reset(self) -> None:
+        super().reset()
         self._prev_rnn_state = None
 
     def reset_one(self, idx: int) -> None:
@@ -467,6 +566,7 @@ class AlternatingRecurrentAgentMixin:
         self._alt = 0
 
     def reset(self) -> None:
+        super().reset()
         self._prev_rnn_state_pair = [None, None]
         self._alt = 0
 

@@ -32,6 +32,11 @@ class Distribution:
         """
         raise NotImplementedError
 
+    def mode(self, dist_info: Any) -> torch.Tensor:
+        """The most likely value per leading position of ``dist_info`` (deterministic
+        acting); same shape and dtype as :meth:`sample`."""
+        raise NotImplementedError(f"{type(self).__name__} defines no mode().")
+
     def kl(self, old_dist_info: NamedArrayTuple, new_dist_info: NamedArrayTuple) -> torch.Tensor:
         """KL(old || new), shape [*lead]."""
         raise NotImplementedError

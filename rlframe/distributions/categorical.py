@@ -58,6 +58,10 @@ class Categorical(DiscreteMixin, Distribution):
         sample = sample.squeeze(-1) if flat else sample.view(prob.shape[:-1])
         return sample if sample.dtype == self.dtype else sample.to(self.dtype)
 
+    def mode(self, dist_info: DistInfo) -> torch.Tensor:
+        """The most probable index: prob [*lead, dim] -> [*lead] of ``self.dtype``."""
+        return torch.argmax(dist_info.prob, dim=-1).to(self.dtype)
+
     def entropy(self, dist_info: DistInfo) -> torch.Tensor:
         """-sum_a p log p, shape [*lead]."""
         p = dist_info.prob

@@ -75,6 +75,10 @@ class EpsilonGreedy(DiscreteMixin, Distribution):
         random_action = torch.randint(0, self.dim, action.shape, device=q.device)
         return torch.where(explore, random_action, action).to(self.dtype)
 
+    def mode(self, q: torch.Tensor) -> torch.Tensor:
+        """Greedy actions [*lead] (``self.dtype``) from Q-values ``q`` [*lead, dim]."""
+        return torch.argmax(q, dim=-1).to(self.dtype)
+
 
 class CategoricalEpsilonGreedy(EpsilonGreedy):
     """Epsilon-greedy over the expected values of return distributions (C51).
@@ -101,11 +105,18 @@ class CategoricalEpsilonGreedy(EpsilonGreedy):
 
     def sample(self, p: torch.Tensor) -> torch.Tensor:
         """Actions [*lead] from atom probabilities ``p`` [*lead, dim, n_atoms]."""
+        return super().sample(self._expected_q(p))
+
+    def mode(self, p: torch.Tensor) -> torch.Tensor:
+        """Greedy actions [*lead] from atom probabilities ``p`` [*lead, dim, n_atoms]."""
+        return super().mode(self._expected_q(p))
+
+    def _expected_q(self, p: torch.Tensor) -> torch.Tensor:
+        """``q = sum_i p_i z_i`` [*lead, dim] of probabilities ``p`` [*lead, dim, n_atoms]."""
         if self.z is None:
             raise RuntimeError("CategoricalEpsilonGreedy.sample: set the support first "
                                "(set_z, or the agent's give_V_min_max).")
         if p.shape[-1] != self.z.shape[0]:
             raise ValueError(f"p has {p.shape[-1]} atoms in its last dim but z has "
                              f"{self.z.shape[0]}.")
-        q = torch.tensordot(p, self.z.to(device=p.device, dtype=p.dtype), dims=1)
-        return super().sample(q)
+        return torch.tensordot(p, self.z.to(device=p.device, dtype=p.dtype), dims=1)

@@ -124,6 +124,15 @@ class Gaussian(Distribution):
             return self.squash * torch.tanh(x)
         return x
 
+    def mode(self, dist_info: DistInfo | DistInfoStd) -> torch.Tensor:
+        """The mean [*lead, dim], clipped or squashed as samples are (no noise)."""
+        mean = dist_info.mean
+        if self.clip is not None:
+            return torch.clamp(mean, -self.clip, self.clip)
+        if self.squash is not None:
+            return self.squash * torch.tanh(mean)
+        return mean
+
     def sample_loglikelihood(
         self, dist_info: DistInfo | DistInfoStd
     ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -63,6 +63,7 @@ from rlframe.utils.distributed import (broadcast_state, gather_objects, init_pro
                                        state_digest)
 from rlframe.utils.launching.pinning import (check_async_affinity, check_cuda_device,
                                              set_cpu_affinity, set_torch_threads)
+from rlframe.utils.loading import agent_spec
 from rlframe.utils.logging import logger
 from rlframe.utils.seed import make_seed, set_seed
 from rlframe.utils.synchronize import check_start_method, die_with_parent, drain_queue, find_port
@@ -1200,6 +1201,7 @@ class AsyncRlBase(MinibatchRlBase):
             cum_updates=self.algo.update_counter,
             agent_state_dict=self.agent.state_dict(),
             optimizer_state_dict=self.algo.optim_state_dict(),
+            agent_spec=agent_spec(self.agent, self.sampler),
         )
 
     def initialize_logging(self) -> None:

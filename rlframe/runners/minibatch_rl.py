@@ -19,6 +19,7 @@ from rlframe.utils.checks import as_int, positive_int
 from rlframe.utils.launching.pinning import (check_affinity, check_cuda_device, pin_master,
                                              set_torch_threads)
 from rlframe.utils.collections import iter_leaves
+from rlframe.utils.loading import agent_spec
 from rlframe.utils.logging import logger
 from rlframe.utils.prog_bar import ProgBarCounter
 from rlframe.utils.seed import make_seed, set_seed
@@ -286,6 +287,7 @@ class MinibatchRlBase(BaseRunner):
             cum_steps=(itr + 1) * self.sampler.batch_size * self.world_size,
             agent_state_dict=self.agent.state_dict(),
             optimizer_state_dict=self.algo.optim_state_dict(),
+            agent_spec=agent_spec(self.agent, self.sampler),
             **resume.training_state(self),
         )
 
