@@ -1,0 +1,1 @@
+"""The rlframe command line."""
