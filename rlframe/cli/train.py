@@ -7,6 +7,7 @@ config, from which :func:`rlframe.presets.build_experiment` rebuilds the stack.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 from typing import Any
@@ -25,8 +26,8 @@ ENV_ID: a gymnasium id (CartPole-v1, Pendulum-v1, Hopper-v5), or an Atari game b
 its name (pong, space_invaders) or ALE id (ALE/Pong-v5, PongNoFrameskip-v4); Atari
 games always run with rlpyt's preprocessing (AtariEnv), whatever the id's version.
 
---config takes a JSON object (or a JSON file) with sections {sections}, each
-holding keyword arguments of that component, e.g.
+--config takes a JSON object (or a JSON file) with sections {sections},
+each holding keyword arguments of that component, e.g.
   '{{"algo": {{"learning_rate": 3e-4}}, "agent": {{"model_kwargs": {{"hidden_sizes": [32]}}}}}}'
 They replace the defaults key by key; keywords ending in Cls take an import path
 ("torch.optim.RMSprop"). The run directory's params.json holds the full config.
@@ -54,31 +55,32 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "train", help="train an algorithm on an env with the standard stack",
         description=DESCRIPTION.format(algos=", ".join(ALGOS), sections=", ".join(SECTIONS)),
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("algo", metavar="ALGO", help="algorithm: " + ", ".join(ALGOS))
-    parser.add_argument("env_id", metavar="ENV_ID", help="gymnasium id or Atari game")
-    parser.add_argument("--n-steps", type=_whole_number, help="env steps to train for "
-                        "(e.g. 1e6; default: per algorithm and env)")
-    parser.add_argument("--sampler", default="serial",
-                        help=f"{' | '.join(SAMPLERS)} (default: serial)")
-    parser.add_argument("--n-parallel", type=int, help="parallel samplers: worker processes, "
-                        "one core each (default: the most cores that divide --batch-B); "
-                        "serial: cores to pin the run to (default: no pinning)")
-    parser.add_argument("--batch-T", dest="batch_T", type=int,
-                        help="time steps per env per iteration")
-    parser.add_argument("--batch-B", dest="batch_B", type=int, help="parallel envs")
-    parser.add_argument("--seed", type=int, help="random seed (default: drawn and recorded)")
-    parser.add_argument("--log-dir", help="write the run to LOG_DIR/run_<run-id> (default: "
-                        "<data root>/local/<date>/<time>/<algo>_<env>/run_<run-id>)")
-    parser.add_argument("--run-id", dest="run_ID", type=int, help="run number (default: 0, "
-                        "or the next free suffix if run_0 exists)")
-    parser.add_argument("--config", help="JSON object or JSON file of keyword arguments "
-                        "per section (see above)")
-    parser.add_argument("--cuda-idx", type=int, help="GPU for the model and updates "
-                        "(default: CPU)")
-    parser.add_argument("--log-interval-steps", type=_whole_number,
-                        help="env steps between evaluations and log rows")
-    parser.add_argument("--snapshot-mode", default="last", choices=SNAPSHOT_MODES,
-                        help="which parameter snapshots to keep (default: last)")
+    add = parser.add_argument
+    add("algo", metavar="ALGO", help="algorithm: " + ", ".join(ALGOS))
+    add("env_id", metavar="ENV_ID", help="gymnasium id or Atari game")
+    add("--n-steps", metavar="N", type=_whole_number,
+        help="env steps to train for (e.g. 1e6; default: per algorithm and env)")
+    add("--sampler", metavar="NAME", default="serial",
+        help=f"{' | '.join(SAMPLERS)} (default: serial)")
+    add("--n-parallel", metavar="K", type=int,
+        help="parallel samplers: worker processes, one core each (default: the most cores "
+             "that divide --batch-B); serial: cores to pin the run to (default: no pinning)")
+    add("--batch-T", dest="batch_T", metavar="T", type=int,
+        help="time steps per env per iteration")
+    add("--batch-B", dest="batch_B", metavar="B", type=int, help="parallel envs")
+    add("--seed", metavar="S", type=int, help="random seed (default: drawn and recorded)")
+    add("--log-dir", metavar="DIR", help="write the run to DIR/run_<ID> (default: "
+        "<data root>/local/<date>/<time>/<algo>_<env>/run_<ID>)")
+    add("--run-id", dest="run_ID", metavar="ID", type=int,
+        help="run number (default: 0, or the next free suffix if run_0 exists)")
+    add("--config", metavar="JSON",
+        help="JSON object or JSON file of keyword arguments per section (see above)")
+    add("--cuda-idx", metavar="I", type=int, help="GPU for the model and updates "
+        "(default: CPU)")
+    add("--log-interval-steps", metavar="N", type=_whole_number,
+        help="env steps between evaluations and log rows")
+    add("--snapshot-mode", default="last", choices=SNAPSHOT_MODES,
+        help="which parameter snapshots to keep (default: last)")
     return parser
 
 
@@ -93,9 +95,16 @@ def run(args: argparse.Namespace) -> int:
     name = f"{config['algo']}_{config['env_id'].replace('/', '-')}"
     log_dir = args.log_dir or name
     config.update(log_dir=log_dir, name=name, snapshot_mode=args.snapshot_mode)
-    with logger_context(log_dir, 0 if args.run_ID is None else args.run_ID, name, config,
-                        snapshot_mode=args.snapshot_mode, override_prefix=bool(args.log_dir),
-                        if_exists="suffix" if args.run_ID is None else "error") as run_dir:
+    context = logger_context(log_dir, 0 if args.run_ID is None else args.run_ID, name, config,
+                             snapshot_mode=args.snapshot_mode, override_prefix=bool(args.log_dir),
+                             if_exists="suffix" if args.run_ID is None else "error")
+    with contextlib.ExitStack() as stack:
+        try:
+            run_dir = stack.enter_context(context)
+        except FileExistsError:
+            raise ValueError(f"--run-id {args.run_ID}: {log_dir}/run_{args.run_ID} already "
+                             "holds a run; choose another --run-id or --log-dir, or leave out "
+                             "--run-id to take the next free run_<ID>-<n>.") from None
         runner.train()
     print(f"Finished. Run directory: {run_dir}", flush=True)
     return 0
