@@ -192,3 +192,10 @@ def test_step_counts_take_scientific_notation():
     assert parse("ppo", "CartPole-v1", "--n-steps", "1e5").n_steps == 100000
     with pytest.raises(SystemExit):
         parse("ppo", "CartPole-v1", "--n-steps", "1.5")
+
+
+def test_gpu_affinity_keeps_the_workers_cores():
+    from rlframe.presets.build import _affinity  # The --cuda-idx path (no GPU here).
+    affinity = _affinity(dict(n_parallel=2, cuda_idx=1, sampler="gpu"))
+    assert affinity["cuda_idx"] == 1 and len(affinity["workers_cpus"]) == 2
+    assert _affinity(dict(n_parallel=None, cuda_idx=0, sampler="serial")) == dict(cuda_idx=0)
