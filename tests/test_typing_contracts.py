@@ -19,8 +19,8 @@ from rlframe.utils.collections import is_namedarraytuple_class
 
 ROOT = pathlib.Path(rlframe.__file__).parent
 # Higher layers may import lower ones, never the reverse (envs and spaces are one layer).
-LAYER_RANK = {"cli": 8, "runners": 7, "samplers": 6, "algos": 5, "replays": 4, "agents": 3,
-              "models": 2, "distributions": 1, "envs": 0, "spaces": 0, "utils": -1}
+LAYER_RANK = {"cli": 9, "presets": 8, "runners": 7, "samplers": 6, "algos": 5, "replays": 4,
+              "agents": 3, "models": 2, "distributions": 1, "envs": 0, "spaces": 0, "utils": -1}
 MODULES = sorted(p for p in ROOT.rglob("*.py"))
 
 

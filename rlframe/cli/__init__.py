@@ -18,8 +18,9 @@ import sys
 
 # The commands, in the order ``rlframe --help`` lists them: one module name each.
 COMMANDS = (
+    "train",
+    "resume",
     "plot",
-    # Planned, each a module beside plot.py: "train", "evaluate", "resume".
 )
 
 USER_ERROR_STATUS = 2
