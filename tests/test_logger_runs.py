@@ -258,4 +258,4 @@ def test_runner_runs_after_a_failed_run_write_only_their_own_columns(in_tmp_cwd)
     assert any(line.endswith("| ppo_1 Training complete.") for line in debug_b)
     assert not any("stale" in line or "ppo_0" in line for line in debug_b)
     assert sorted(os.listdir(run_b)) == ["debug.log", "params.json", "params.pkl",
-                                         "progress.csv"]
+                                         "progress.csv", "sampler_state.pkl"]
