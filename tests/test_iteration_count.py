@@ -64,5 +64,5 @@ def test_zero_and_one_iteration_runs(in_tmp_cwd, RunnerCls, eval_n_envs, n_steps
     if expect_itr:
         snap = torch.load(os.path.join(run_dir, "params.pkl"), weights_only=True)
         assert set(snap) == {"itr", "cum_steps", "agent_state_dict", "optimizer_state_dict",
-                             "agent_spec"}
+                             "agent_spec", "algo_state_dict", "rng_state", "runner_state"}
         assert (snap["itr"], snap["cum_steps"]) == (0, 8)

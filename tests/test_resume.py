@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -148,3 +149,45 @@ def test_snapshots_still_load_with_weights_only(in_tmp_cwd):
     assert {"algo_state_dict", "rng_state", "runner_state"} <= set(snapshot)
     assert snapshot["algo_state_dict"]["update_counter"] == runner.algo.update_counter
     assert flat_state(runner.agent).keys()
+
+
+def test_rlframe_resume_continues_a_killed_rlframe_train(in_tmp_cwd):
+    command = [sys.executable, "-m", "rlframe"]
+    train_cmd = command + ["train", "ppo", "CartPole-v1", "--n-steps", "61440",
+                           "--log-interval-steps", "4096", "--log-dir", "cli", "--run-id", "0",
+                           "--seed", "1"]
+    progress_csv = os.path.join("cli", "run_0", "progress.csv")
+    child = subprocess.Popen(train_cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 240
+        while time.time() < deadline and child.poll() is None:
+            if os.path.exists(progress_csv) and len(open(progress_csv).readlines()) >= 4:
+                break  # The untrained evaluation and two training rows.
+            time.sleep(0.2)
+    finally:
+        child.kill()
+        child.wait()
+    rows = list(csv.DictReader(open(progress_csv)))
+    assert 3 <= len(rows) < 16, "the run was to be killed mid-way"
+    result = subprocess.run(command + ["resume", os.path.join("cli", "run_0")],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = list(csv.DictReader(open(progress_csv)))
+    itrs = [float(row["Diagnostics/Iteration"]) for row in rows]
+    assert itrs == sorted(set(itrs)) and itrs[-1] == 59
+    assert float(rows[-1]["Diagnostics/CumSteps"]) == 61440
+
+
+def test_rlframe_resume_refuses_what_it_cannot_resume(in_tmp_cwd, capsys):
+    from rlframe.cli import main
+    assert main(["resume", "nowhere"]) == 2
+    assert "nowhere is not a directory" in capsys.readouterr().err
+    train("ppo", 0)  # A script's run: params.json without algo and env_id.
+    assert main(["resume", os.path.join(LOG_DIR, "run_0")]) == 2
+    assert "was not made by `rlframe train`" in capsys.readouterr().err
+    os.makedirs("cli/run_0")
+    with open("cli/run_0/params.json", "w") as f:
+        json.dump(dict(algo="ppo", env_id="CartPole-v1"), f)
+    assert main(["resume", "cli/run_0"]) == 2
+    assert "holds no snapshot" in capsys.readouterr().err
+    assert os.listdir("cli/run_0") == ["params.json"]

@@ -256,8 +256,9 @@ def logger_context(log_dir: str, run_ID: int, name: str, log_params: dict | None
             if summary_writer_cls is not None:
                 run_logger.set_tf_summary_writer(summary_writer_cls(exp_dir))
                 run_logger.set_tf_summary_dir(exp_dir)
-            write_json_atomic(params_path, params_json)
-            if lossy:
+            if resume_from is None:  # A resumed run keeps its params.json.
+                write_json_atomic(params_path, params_json)
+            if lossy and resume_from is None:
                 _pickle_params(exp_dir, log_params, run_logger)
             if relocated and os.path.isabs(log_dir):
                 run_logger.log(f"log_dir {log_dir!r} is outside the data root {root}, so it "
@@ -287,8 +288,8 @@ def _prepare_resume(exp_dir: str, params_json: dict) -> str:
     if os.path.exists(params_path):
         with open(params_path, encoding="utf-8") as f:
             saved = json.load(f)
-        changed = sorted(k for k in set(saved) | set(params_json)
-                         if saved.get(k, "<absent>") != params_json.get(k, "<absent>"))
+        changed = sorted(k for k in set(saved) | set(params_json) if k != "run_ID"
+                         and saved.get(k, "<absent>") != params_json.get(k, "<absent>"))
         if changed:
             details = "; ".join(f"{k}: {saved.get(k, '<absent>')!r} in the run, "
                                 f"{params_json.get(k, '<absent>')!r} now" for k in changed[:5])
