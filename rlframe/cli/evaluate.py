@@ -224,8 +224,7 @@ def _check_video_args(args: argparse.Namespace) -> str | None:
     from rlframe.utils.video import choose_format
     try:
         video_format = choose_format(args.video_format)
-        os.makedirs(args.video, exist_ok=True)
-    except (ImportError, OSError) as error:
+    except ImportError as error:
         raise CommandError(f"--video: {error}") from None
     return video_format
 
@@ -288,6 +287,7 @@ def _open_video(path: str, video_format: str, fps: float) -> VideoWriter:
     from rlframe.utils.video import VideoWriter
 
     try:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         return VideoWriter(path, video_format, fps)
     except (ImportError, OSError) as error:
         raise CommandError(f"--video: cannot write {path}: {error}") from None
