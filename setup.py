@@ -9,11 +9,15 @@ extras = {
     "mujoco": ["mujoco>=2.3.3", "imageio>=2.14"],
     "tensorboard": ["tensorboard>=2.10"],
     "plots": ["matplotlib>=3.5"],
+    # rlframe evaluate --video: MP4 through imageio's ffmpeg (GIF needs only Pillow);
+    # gymnasium's classic control envs draw their frames with pygame.
+    "video": ["imageio>=2.9", "imageio-ffmpeg>=0.4", "pygame>=2.1"],
     # The "envpool" env backend (rlframe.envs.envpool).
     "envpool": ["envpool>=0.8"],
 }
-# The test suite covers the MuJoCo examples and TensorBoard logging too.
-extras["test"] = ["pytest>=7", "pytest-timeout>=2"] + extras["mujoco"] + extras["tensorboard"]
+# The test suite covers the MuJoCo examples, TensorBoard logging and videos too.
+extras["test"] = (["pytest>=7", "pytest-timeout>=2"] + extras["mujoco"] + extras["tensorboard"]
+                  + extras["video"])
 # Every optional feature at once (envpool included); atari-py is the legacy Atari stack,
 # a source build that ale-py (core) makes unnecessary.
 extras["all"] = sorted({req for name, reqs in extras.items() if name != "atari" for req in reqs})

@@ -19,6 +19,7 @@ import sys
 # The commands, in the order ``rlframe --help`` lists them: one module name each.
 COMMANDS = (
     "train",
+    "evaluate",
     "resume",
     "plot",
 )

@@ -242,13 +242,15 @@ def build_agent(spec: dict) -> BaseAgent:
     return AgentCls(**kwargs)
 
 
-def make_env(spec: dict, eval: bool = False) -> Env:
+def make_env(spec: dict, eval: bool = False, **overrides: Any) -> Env:
     """Build one training (or evaluation) env of the run that ``spec`` describes.
 
     Args:
         spec: the snapshot's ``agent_spec``.
         eval: build it with the sampler's ``eval_env_kwargs`` (the training
             ``env_kwargs`` if the run had none).
+        **overrides: env keyword arguments replacing the recorded ones (e.g.
+            ``render_mode="rgb_array"`` for a gymnasium env).
     """
     _check_version(spec)
     problems: list[str] = []
@@ -256,7 +258,7 @@ def make_env(spec: dict, eval: bool = False) -> Env:
     key = "eval_env_kwargs" if eval and spec["eval_env_kwargs"] is not None else "env_kwargs"
     kwargs = decode_value(spec[key], key, problems)
     _raise_problems(problems, "env")
-    return EnvCls(**kwargs)
+    return EnvCls(**{**kwargs, **overrides})
 
 
 def _decode_name(value: str | dict, where: str, problems: list[str]) -> Any:
@@ -298,12 +300,12 @@ class LoadedRun:
     itr: int
     cum_steps: int | None
 
-    def make_env(self, eval: bool = False) -> Env:
+    def make_env(self, eval: bool = False, **overrides: Any) -> Env:
         """One training (or evaluation) env of the run, as :func:`make_env` builds it."""
         if self.spec is None:
             raise AgentLoadError(f"{self.path} records no env (no agent_spec); build it "
                                  "yourself.")
-        return make_env(self.spec, eval=eval)
+        return make_env(self.spec, eval=eval, **overrides)
 
 
 def find_snapshot(run_dir_or_snapshot: str | os.PathLike, itr: int | None = None) -> str:
