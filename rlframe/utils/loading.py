@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from rlframe.utils import checkpoint
+
 if TYPE_CHECKING:
     from rlframe.agents.base import BaseAgent
     from rlframe.envs.base import Env
@@ -309,8 +311,9 @@ class LoadedRun:
 
 
 def find_snapshot(run_dir_or_snapshot: str | os.PathLike, itr: int | None = None) -> str:
-    """The snapshot file of a run: ``params.pkl``, else the latest ``itr_<N>.pkl``, or
-    ``itr_<itr>.pkl`` when ``itr`` is given; a file path is returned as it is."""
+    """The snapshot file of a run: the newest (``params.pkl`` or the latest ``itr_<N>.pkl``,
+    see :func:`rlframe.utils.checkpoint.find_snapshot`), or ``itr_<itr>.pkl`` when ``itr``
+    is given; a file path is returned as it is."""
     path = os.fspath(run_dir_or_snapshot)
     if os.path.isfile(path):
         if itr is not None:
@@ -327,10 +330,9 @@ def find_snapshot(run_dir_or_snapshot: str | os.PathLike, itr: int | None = None
         raise FileNotFoundError(f"No itr_{itr}.pkl in {path}; its iteration snapshots are "
                                 f"{itrs or 'none'}" + (" (and params.pkl, the last one)."
                                                         if "params.pkl" in names else "."))
-    if "params.pkl" in names:
-        return os.path.join(path, "params.pkl")
-    if itrs:
-        return os.path.join(path, f"itr_{itrs[-1]}.pkl")
+    newest = checkpoint.find_snapshot(path)
+    if newest is not None:
+        return newest
     raise FileNotFoundError(
         f"No snapshot (params.pkl or itr_<N>.pkl) in {path}; it holds {names}. Runs write "
         "snapshots inside logger_context(..., snapshot_mode='last') (or 'all', 'gap', "
