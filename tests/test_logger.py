@@ -369,3 +369,23 @@ def test_prog_bar_handles_zero_and_forced_output(monkeypatch, capsys):
     bar.update(3)
     bar.stop()
     assert capsys.readouterr().out == ""
+
+
+def test_runs_started_in_the_same_second_get_their_own_dated_directory(in_tmp_cwd,
+                                                                       monkeypatch):
+    """rlpyt's launched scripts log to a relative log_dir with the same run_ID: two started
+    in the same second meet in one dated directory, where the second takes a suffix."""
+    from rlframe.utils.logging import context
+    monkeypatch.setattr(context, "get_log_dir",
+                        lambda name, root_log_dir=None: context.os.path.join(
+                            root_log_dir, "local", "20240101", "120000", name))
+    with context.logger_context("exp", 0, "a", dict(lr=1)) as first:
+        logger.log("first")
+    with context.logger_context("exp", 0, "b", dict(lr=2)) as second:
+        logger.log("second")
+    assert second == first + "-1"
+    with open(os.path.join(first, "params.json")) as f:
+        assert json.load(f)["lr"] == 1
+    with pytest.raises(FileExistsError, match="already holds a run"):  # a path as given
+        with context.logger_context(first[:-len("/run_0")], 0, "c", override_prefix=True):
+            pass

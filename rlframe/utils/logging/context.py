@@ -188,7 +188,9 @@ def logger_context(log_dir: str, run_ID: int, name: str, log_params: dict | None
         if_exists: what to do when the run directory already holds a run:
             ``"error"`` (raise before writing anything) or ``"suffix"`` (use
             ``run_<run_ID>-1``, ``-2``, ...). Directories are claimed atomically,
-            so runs started at once never share one.
+            so runs started at once never share one. Under the dated folder made
+            for a relative ``log_dir``, a run started in the same second may hold the
+            directory: that one always gets a suffix.
         resume: continue the run in the run directory if it holds one: the runner's
             ``train()`` starts from the newest snapshot (see ``MinibatchRlBase``),
             ``progress.csv`` and ``debug.log`` are appended to (rows after the
@@ -243,7 +245,9 @@ def logger_context(log_dir: str, run_ID: int, name: str, log_params: dict | None
     if resume and os.path.isdir(exp_dir) and _holds_run_besides(exp_dir, ""):
         resume_from = _prepare_resume(exp_dir, params_json)
     else:
-        exp_dir = _claim_run_dir(exp_dir, if_exists)
+        # A dated directory made here is not the user's choice: a run started in the same
+        # second (a launcher's grid) may hold it, and a suffix keeps both.
+        exp_dir = _claim_run_dir(exp_dir, "suffix" if relocated else if_exists)
     params_path = os.path.join(exp_dir, "params.json")
 
     try:
