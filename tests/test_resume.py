@@ -9,12 +9,17 @@ import time
 import pytest
 import torch
 
-from resume_helpers import LOG_DIR, RecordEpsilon, flat_state, ppo_runner, train
-from rlframe.runners.sync_rl import SyncRl
+from resume_helpers import LOG_DIR, RecordEpsilon, dqn_runner, flat_state, ppo_runner, train
+from rlframe.envs.gym import make as gym_make
+from rlframe.runners.async_rl import AsyncRl
+from rlframe.samplers.async_.serial_sampler import AsyncSerialSampler
+from rlframe.utils.launching.affinity import make_affinity
 from rlframe.utils.checkpoint import REPLAY_FILE, SAMPLER_STATE_FILE
 from rlframe.utils.logging.context import logger_context
 
-HELPERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "resume_helpers.py")
+TESTS = os.path.dirname(os.path.abspath(__file__))
+HELPERS = os.path.join(TESTS, "resume_helpers.py")
+SYNC_SCRIPT = os.path.join(TESTS, "resume_sync_script.py")
 
 
 def run_child(*args, expect_killed=False):
@@ -133,14 +138,58 @@ def test_bad_resumes_are_refused_and_leave_the_run_as_it_is(in_tmp_cwd):
 
 
 def test_runners_that_cannot_resume_say_so_before_any_work(in_tmp_cwd):
-    train("ppo", 0)
-    runner = SyncRl(algo=ppo_runner().algo, agent=ppo_runner().agent,
-                    sampler=ppo_runner().sampler, n_steps=1e4,
-                    affinity=[dict(workers_cpus=[0]), dict(workers_cpus=[0])])
-    with pytest.raises(ValueError, match="SyncRl cannot resume runs"):
-        with logger_context(LOG_DIR, 0, "ppo", dict(algo="ppo"), snapshot_mode="last",
+    train("dqn", 0, checkpoint_replay=False)
+    plain = dqn_runner()
+    runner = AsyncRl(algo=plain.algo, agent=plain.agent,
+                     sampler=AsyncSerialSampler(EnvCls=gym_make,
+                                                env_kwargs=dict(id="CartPole-v1"),
+                                                batch_T=8, batch_B=2),
+                     n_steps=1e4, affinity=make_affinity(run_slot=0, n_cpu_core=2, n_gpu=0,
+                                                         async_sample=True))
+    with pytest.raises(ValueError, match="AsyncRl cannot resume runs"):
+        with logger_context(LOG_DIR, 0, "dqn", dict(algo="dqn"), snapshot_mode="last",
                             override_prefix=True, resume=True):
             runner.train()
+
+
+def sync_progress():
+    with open(os.path.join("sync_runs", "run_0", "progress.csv"), newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def assert_sync_run_completed(resumed_from):
+    rows = sync_progress()
+    assert column(rows, "Iteration") == [3., 7., 11., 15., 19., 23.]
+    assert column(rows, "CumSteps")[-1] == 256 * 24
+    with open(os.path.join("sync_runs", "run_0", "debug.log")) as f:
+        assert f"Resumed from params.pkl: iteration {resumed_from}" in f.read()
+
+
+@pytest.mark.timeout(300)
+def test_sync_rl_resumes_after_rank_0_was_killed(in_tmp_cwd):
+    env = dict(os.environ, PYTHONPATH=TESTS, OMP_NUM_THREADS="1")
+    killed = subprocess.run([sys.executable, SYNC_SCRIPT, "0", "13"], env=env,
+                            capture_output=True, text=True, timeout=240)
+    assert killed.returncode == -9, killed.stderr[-3000:]
+    assert column(sync_progress(), "Iteration") == [3., 7., 11.]
+    resumed = subprocess.run([sys.executable, SYNC_SCRIPT, "0", "13"], env=env,
+                             capture_output=True, text=True, timeout=240)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert_sync_run_completed(resumed_from=11)
+
+
+@pytest.mark.timeout(300)
+def test_torchrun_max_restarts_resumes_after_a_rank_was_killed(in_tmp_cwd):
+    """Elastic restart: rank 1 is killed, torchrun restarts both ranks, and the run goes
+    on from rank 0's final snapshot (written when the process group broke)."""
+    env = dict(os.environ, PYTHONPATH=TESTS, OMP_NUM_THREADS="1")
+    env.pop("RLFRAME_DATA_DIR", None)
+    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                             "--nproc_per_node=2", "--max-restarts=1", SYNC_SCRIPT, "1", "13"],
+                            env=env, capture_output=True, text=True, timeout=280)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    assert os.path.exists("first_attempt_done")  # Rank 1 was killed once.
+    assert_sync_run_completed(resumed_from=13)
 
 
 def test_snapshots_still_load_with_weights_only(in_tmp_cwd):

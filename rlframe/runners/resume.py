@@ -99,7 +99,7 @@ def refuse_resume(runner: Any) -> None:
     if path is not None:
         raise ValueError(
             f"logger_context(resume=True) found the snapshot {path}, but "
-            f"{type(runner).__name__} cannot resume runs: MinibatchRl and MinibatchRlEval "
+            f"{type(runner).__name__} cannot resume runs: MinibatchRl(Eval) and SyncRl(Eval) "
             "can. Start a new run (another run_ID), or continue this one with "
             "resume=False into another run directory.")
 

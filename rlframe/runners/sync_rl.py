@@ -30,7 +30,6 @@ import torch
 import torch.distributed as dist
 
 from rlframe.agents.base import unwrap_ddp
-from rlframe.runners import resume
 from rlframe.runners.minibatch_rl import MinibatchRl, MinibatchRlEval
 from rlframe.samplers.collections import BatchSpec
 from rlframe.utils.distributed import (broadcast_object, broadcast_state, gather_objects,
@@ -38,7 +37,7 @@ from rlframe.utils.distributed import (broadcast_object, broadcast_state, gather
                                        is_collective_error, state_digest, torchrun_env)
 from rlframe.utils.launching.pinning import check_affinity, check_cuda_device
 from rlframe.utils.logging import logger
-from rlframe.utils.seed import make_seed
+from rlframe.utils.seed import make_seed, set_seed
 from rlframe.utils.synchronize import check_start_method, die_with_parent, drain_queue, find_port
 
 BATCH_SCALINGS = ("weak", "strong")
@@ -210,14 +209,14 @@ class SyncRlMixin:
 
     def startup(self) -> int:
         """Start (or join) the ranks, then the usual startup; returns n_itr."""
-        resume.refuse_resume(self)
         self._training = True
         self._init_distributed()
         self._scale_batches()
         if self.rank > 0 and self._eval:
             self.sampler.eval_n_envs = 0  # Only rank 0 evaluates.
-        n_itr = super().startup()
+        n_itr = super().startup()  # Rank 0 loads the snapshot of a resumed run.
         self._sync_initial_state()
+        self._sync_resumed_state()
         dist.barrier(group=self._ctrl_group)
         self._start_time = self._last_time = time.time()
         return n_itr
@@ -308,6 +307,23 @@ class SyncRlMixin:
         """Give every rank rank 0's agent state (DistributedDataParallel broadcasts the
         trained models; this covers target networks and buffers too)."""
         broadcast_state(self.agent, src=0, group=self._ctrl_group)
+
+    def _sync_resumed_state(self) -> None:
+        """A resumed run: every rank continues at rank 0's iteration with its optimizer
+        state and counters (the weights came with :meth:`_sync_initial_state`). Ranks
+        1.. start fresh episodes (and an empty replay) and draw from generators seeded
+        anew from their seed and that iteration."""
+        self.start_itr = broadcast_object(self.start_itr, group=self._ctrl_group)
+        if self.start_itr == 0:
+            return
+        state = (self.algo.optim_state_dict(), self.algo.state_dict()) if self.rank == 0 \
+            else None
+        optim_state, algo_state = broadcast_object(state, group=self._ctrl_group)
+        if self.rank > 0:
+            self.algo.load_optim_state_dict(optim_state)
+            self.algo.load_state_dict(algo_state)
+            set_seed(self.seed + 7919 * self.start_itr)
+            self.last_completed_itr = self.start_itr - 1
 
     # ------------------------------------------------------------------ log points
     def before_training(self) -> None:

@@ -64,10 +64,31 @@ def init_process_group(backend: str, rank: int, world_size: int, init_method: st
     # shuts down, which now and then aborts the process ("terminate called without an
     # active exception") after a run has finished.
     import torch.distributed.nn.functional  # noqa: F401
-    dist.init_process_group(backend, init_method=init_method, rank=rank,
-                            world_size=world_size,
-                            timeout=datetime.timedelta(seconds=timeout_s))
+    timeout = datetime.timedelta(seconds=timeout_s)
+    if init_method == "env://":
+        dist.init_process_group(backend, store=_torchrun_store(rank, world_size, timeout),
+                                rank=rank, world_size=world_size, timeout=timeout)
+    else:
+        dist.init_process_group(backend, init_method=init_method, rank=rank,
+                                world_size=world_size, timeout=timeout)
     return None if backend == "gloo" else dist.new_group(backend="gloo")
+
+
+def _torchrun_store(rank: int, world_size: int, timeout: datetime.timedelta) -> dist.Store:
+    """torchrun's store (``MASTER_ADDR:MASTER_PORT``) seen through the keys of this
+    restart attempt only.
+
+    Under ``torchrun --max-restarts``, every attempt gets the same store (the agent's),
+    so the process group's keys of a failed attempt, such as the address of a rank that
+    died, would be read by the next one, which then cannot connect. A prefix per
+    attempt (``TORCHELASTIC_RESTART_COUNT``) keeps them apart.
+    """
+    agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == str(True)
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
+                          world_size, is_master=not agent_store and rank == 0,
+                          timeout=timeout, multi_tenant=not agent_store)
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    return dist.PrefixStore(f"rlframe/attempt_{attempt}", store)
 
 
 def init_process_group_watched(backend: str, rank: int, world_size: int, init_method: str,
