@@ -16,9 +16,12 @@ from rlframe.agents.pg.categorical import CategoricalPgAgent
 from rlframe.algos.dqn.dqn import DQN
 from rlframe.algos.pg.ppo import PPO
 from rlframe.envs.gym import make as gym_make
+from rlframe.runners.async_rl import AsyncRl
 from rlframe.runners.callbacks import Callback
 from rlframe.runners.minibatch_rl import MinibatchRl, MinibatchRlEval
+from rlframe.samplers.async_.serial_sampler import AsyncSerialSampler
 from rlframe.samplers.serial.sampler import SerialSampler
+from rlframe.utils.launching.affinity import make_affinity
 from rlframe.utils.logging.context import logger_context
 
 LOG_DIR = "resume_runs"
@@ -63,7 +66,19 @@ def dqn_runner(callbacks=None, checkpoint_replay=True):
                            log_interval_steps=16 * 40, seed=5, callbacks=callbacks)
 
 
-RUNNERS = dict(ppo=ppo_runner, dqn=dqn_runner)
+def async_dqn_runner(callbacks=None, checkpoint_replay=True):
+    sampler = AsyncSerialSampler(EnvCls=gym_make, env_kwargs=dict(id="CartPole-v1"),
+                                 batch_T=8, batch_B=2, max_decorrelation_steps=0)
+    algo = DQN(min_steps_learn=400, eps_steps=16 * 150, batch_size=32, replay_size=5000,
+               checkpoint_replay=checkpoint_replay)
+    return AsyncRl(algo=algo, agent=DqnAgent(), sampler=sampler, n_steps=16 * 400,
+                   log_interval_steps=16 * 40, seed=5, callbacks=callbacks,
+                   sampler_lead_steps=256,  # CartPole would outrun the optimizer by far.
+                   affinity=make_affinity(run_slot=0, n_cpu_core=2, n_gpu=0,
+                                          async_sample=True))
+
+
+RUNNERS = dict(ppo=ppo_runner, dqn=dqn_runner, async_dqn=async_dqn_runner)
 
 
 def train(algo, run_ID, resume=False, callbacks=None, **kwargs):

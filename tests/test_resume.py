@@ -9,11 +9,7 @@ import time
 import pytest
 import torch
 
-from resume_helpers import LOG_DIR, RecordEpsilon, dqn_runner, flat_state, ppo_runner, train
-from rlframe.envs.gym import make as gym_make
-from rlframe.runners.async_rl import AsyncRl
-from rlframe.samplers.async_.serial_sampler import AsyncSerialSampler
-from rlframe.utils.launching.affinity import make_affinity
+from resume_helpers import LOG_DIR, RecordEpsilon, flat_state, ppo_runner, train
 from rlframe.utils.checkpoint import REPLAY_FILE, SAMPLER_STATE_FILE
 from rlframe.utils.logging.context import logger_context
 
@@ -137,19 +133,23 @@ def test_bad_resumes_are_refused_and_leave_the_run_as_it_is(in_tmp_cwd):
             other_batch.train()
 
 
-def test_runners_that_cannot_resume_say_so_before_any_work(in_tmp_cwd):
-    train("dqn", 0, checkpoint_replay=False)
-    plain = dqn_runner()
-    runner = AsyncRl(algo=plain.algo, agent=plain.agent,
-                     sampler=AsyncSerialSampler(EnvCls=gym_make,
-                                                env_kwargs=dict(id="CartPole-v1"),
-                                                batch_T=8, batch_B=2),
-                     n_steps=1e4, affinity=make_affinity(run_slot=0, n_cpu_core=2, n_gpu=0,
-                                                         async_sample=True))
-    with pytest.raises(ValueError, match="AsyncRl cannot resume runs"):
-        with logger_context(LOG_DIR, 0, "dqn", dict(algo="dqn"), snapshot_mode="last",
-                            override_prefix=True, resume=True):
-            runner.train()
+@pytest.mark.timeout(300)
+def test_async_rl_resumes_with_its_replay(in_tmp_cwd):
+    """AsyncRl killed mid-run (its sampler and copiers die with it) and resumed: the
+    sampler continues at the snapshot's iteration, the replay and counters come back."""
+    run_child("async_dqn", 0, "--die-at", 60, expect_killed=True)
+    rows = progress(0)
+    assert rows, "no log point before the kill"
+    killed_at = column(rows, "SamplerIteration")[-1]
+    run_child("async_dqn", 0, "--resume")
+    rows = progress(0)
+    sampler_itrs = column(rows, "SamplerIteration")
+    assert sampler_itrs == sorted(set(sampler_itrs)) and sampler_itrs[-1] >= 399
+    assert column(rows, "Iteration") == sorted(set(column(rows, "Iteration")))
+    updates = column(rows, "CumUpdates")
+    assert updates == sorted(updates)  # Counted on from the snapshot, not from 0.
+    log = debug_log(0)
+    assert f"sampler iteration {int(killed_at)}" in log and "Replay buffer restored" in log
 
 
 def sync_progress():

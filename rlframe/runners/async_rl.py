@@ -335,14 +335,14 @@ def _broke_ranks(error: BaseException) -> bool:
 
 def _sampler_loop(sampler: Any, affinity: dict, ctrl: AttrDict, traj_infos_queue: Any,
                   n_itr: int, eval_itrs: int | None, error_queue: Any,
-                  parent_pid: int | None) -> None:
+                  parent_pid: int | None, start_itr: int = 0) -> None:
     _start_child()
     failed = False
     try:
         sampler.initialize(affinity)
         db_idx = 0
         n_loop = n_itr if eval_itrs is None else n_itr + 1  # Eval: the final evaluation too.
-        for itr in range(n_loop):
+        for itr in range(start_itr, n_loop):
             if not _wait_for_optimizer(itr, ctrl, parent_pid):
                 break
             if not _wait(ctrl.sample_copied[db_idx], ctrl.quit, parent_pid):
@@ -382,8 +382,8 @@ def _sampler_loop(sampler: Any, affinity: dict, ctrl: AttrDict, traj_infos_queue
 
 
 def run_async_sampler(sampler: Any, affinity: dict, ctrl: AttrDict, traj_infos_queue: Any,
-                      n_itr: int, error_queue: Any = None, parent_pid: int | None = None
-                      ) -> None:
+                      n_itr: int, error_queue: Any = None, parent_pid: int | None = None,
+                      start_itr: int = 0) -> None:
     """Entry point of the sampler process (importable, for every start method).
 
     Runs ``n_itr`` batches into alternate halves of the double buffer; after each,
@@ -398,14 +398,15 @@ def run_async_sampler(sampler: Any, affinity: dict, ctrl: AttrDict, traj_infos_q
         n_itr: sampler iterations.
         error_queue: where ``("sampler", traceback)`` goes if this process fails.
         parent_pid: the master's pid (the process stops waiting once it is gone).
+        start_itr: the first iteration (a resumed run's).
     """
     _sampler_loop(sampler, affinity, ctrl, traj_infos_queue, n_itr, None, error_queue,
-                  parent_pid)
+                  parent_pid, start_itr)
 
 
 def run_async_sampler_eval(sampler: Any, affinity: dict, ctrl: AttrDict, traj_infos_queue: Any,
                            n_itr: int, eval_itrs: int, error_queue: Any = None,
-                           parent_pid: int | None = None) -> None:
+                           parent_pid: int | None = None, start_itr: int = 0) -> None:
     """Entry point of the sampler process of :class:`AsyncRlEval`.
 
     As :func:`run_async_sampler`, over ``n_itr + 1`` batches; training TrajInfos
@@ -416,7 +417,7 @@ def run_async_sampler_eval(sampler: Any, affinity: dict, ctrl: AttrDict, traj_in
     if eval_itrs < 1:
         raise ValueError(f"eval_itrs must be a positive number of iterations, got {eval_itrs!r}.")
     _sampler_loop(sampler, affinity, ctrl, traj_infos_queue, n_itr, eval_itrs, error_queue,
-                  parent_pid)
+                  parent_pid, start_itr)
 
 
 def memory_copier(sample_buffer: Samples, samples_to_buffer: Callable[[Samples], Any],
@@ -545,6 +546,7 @@ class AsyncOptWorker:
         self.name = f"optimizer rank {rank}"
         self.optimize_calls = 0
         self.group: Any = None
+        self.resume_snapshot: str | None = None  # A resumed run's snapshot (set by the master).
 
     def optimize(self) -> None:
         """Process entry point: join the ranks, then optimize until the run stops."""
@@ -586,6 +588,8 @@ class AsyncOptWorker:
                                         self.pg_timeout)
         prepare_optimizer_rank(self.algo, self.agent, self.rank, self.world_size, cuda_idx,
                                self.group)
+        if self.resume_snapshot is not None:
+            resume.restore_optimizer(self.algo, self.resume_snapshot)
 
     def _optimize_loop(self) -> bool:
         """One ``optimize_agent`` call per meeting of the ranks; True when told to quit
@@ -733,7 +737,8 @@ class AsyncRlBase(MinibatchRlBase):
         try:
             throttle_itr, delta_throttle_itr = self.startup()
             self.before_training()
-            throttle_time, log_counter, itr = 0., 0, 0
+            throttle_time, itr = 0., self.start_itr
+            log_counter = self._start_sampler_itr // self.log_interval_itrs
             ctrl = self.ctrl
             while not self.stop_requested:
                 logger.set_iteration(itr)
@@ -743,6 +748,7 @@ class AsyncRlBase(MinibatchRlBase):
                     if ctrl.quit.value:
                         break
                     throttle_itr += delta_throttle_itr
+                    self.throttle_itr = throttle_itr  # Snapshots keep it, for resuming.
                     self._set_sample_limit(throttle_itr)
                     self._meet_optimizer_ranks()
                     opt_info = self.algo.optimize_agent(itr, sampler_itr=ctrl.sampler_itr.value)
@@ -809,7 +815,6 @@ class AsyncRlBase(MinibatchRlBase):
     def startup(self) -> tuple[int, float]:  # type: ignore[override]
         """Seed, build the double buffer and the replay, start the children, then set up
         the optimizer here; returns ``(throttle_itr, delta_throttle_itr)``."""
-        resume.refuse_resume(self)
         self._completed = False
         self._stop_reason = None
         self._callbacks_started = False
@@ -843,8 +848,15 @@ class AsyncRlBase(MinibatchRlBase):
         self.sampler_lead_itrs = None if self.sampler_lead_steps is None else max(
             1, math.ceil(self.sampler_lead_steps / self.sampler_batch_size))
         self.warn_if_never_learning(n_itr, self.throttle_itr - 1)
+        resume_from = logger.get_resume_snapshot()
+        snapshot = None if resume_from is None else resume.load_async_snapshot(self, resume_from)
+        self._start_sampler_itr = 0 if snapshot is None else snapshot["sampler_itr"] + 1
         self.launch_workers(n_itr)
         throttle = self.optim_startup()
+        self.start_itr = 0
+        if snapshot is not None:
+            self.start_itr = resume.restore_async(self, snapshot, resume_from)
+            throttle = (self.throttle_itr, self.delta_throttle_itr)
         self._callbacks_started = True
         self._call_callbacks("on_startup")
         return throttle
@@ -869,6 +881,9 @@ class AsyncRlBase(MinibatchRlBase):
                               traj_infos_queue=self.traj_infos_queue, n_itr=n_itr, **common)
         if self._eval:
             sampler_kwargs["eval_itrs"] = self.log_interval_itrs
+        if self._start_sampler_itr > 0:  # A resumed run.
+            sampler_kwargs["start_itr"] = self._start_sampler_itr
+            ctrl.sampler_itr.value = self._start_sampler_itr - 1
         target = run_async_sampler_eval if self._eval else run_async_sampler
         # Not a daemon: an AsyncCpuSampler starts worker processes of its own.
         self.processes = {"sampler": ctx.Process(target=target, kwargs=sampler_kwargs,
@@ -914,6 +929,7 @@ class AsyncRlBase(MinibatchRlBase):
                                     affinity={**opt_affinities[rank], "set_affinity": pin},
                                     seed=self.seed + 100, ctrl=self.ctrl, port=port,
                                     pg_timeout=self.pg_timeout, **common)
+            worker.resume_snapshot = logger.get_resume_snapshot()
             processes[worker.name] = self.ctx.Process(target=worker.optimize, daemon=True,
                                                       name=f"AsyncRl-opt{rank}")
         return processes
@@ -1202,6 +1218,7 @@ class AsyncRlBase(MinibatchRlBase):
             agent_state_dict=self.agent.state_dict(),
             optimizer_state_dict=self.algo.optim_state_dict(),
             agent_spec=agent_spec(self.agent, self.sampler),
+            **resume.training_state(self),
         )
 
     def initialize_logging(self) -> None:
@@ -1335,7 +1352,10 @@ class AsyncRlEval(AsyncRlBase):
         super().initialize_logging()
 
     def before_training(self) -> None:
-        """Log the evaluation of the untrained agent (sampler iteration 0)."""
+        """Log the evaluation of the untrained agent (sampler iteration 0; not when the
+        run resumes)."""
+        if self.start_itr > 0:
+            return
         while self.ctrl.sampler_itr.value < 1 and not self.ctrl.quit.value:
             self._raise_if_failed()
             time.sleep(THROTTLE_WAIT)

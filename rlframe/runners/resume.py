@@ -11,6 +11,7 @@ iteration, which continues from the snapshot's.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from typing import Any
@@ -36,6 +37,8 @@ def training_state(runner: Any) -> dict:
     window = getattr(runner, "_traj_infos", None)
     if window is not None and not isinstance(window, list):  # MinibatchRl's deque
         state["runner_state"]["traj_window"] = [_plain(info) for info in window]
+    if hasattr(runner, "throttle_itr"):  # AsyncRl: where the optimizer waits next.
+        state["runner_state"]["throttle_itr"] = float(runner.throttle_itr)
     return state
 
 
@@ -53,7 +56,10 @@ def write_side_files(runner: Any, itr: int) -> None:
                    "training episodes afresh.")
     if getattr(runner.algo, "checkpoint_replay", False):
         replay = runner.algo.replay_buffer
-        write_state_file(run_dir, REPLAY_FILE, itr, replay_state(replay))
+        storage = getattr(replay, "storage", None)
+        # A shared replay (AsyncRl) is read while its writers wait.
+        with storage.read_access() if storage is not None else contextlib.nullcontext():
+            write_state_file(run_dir, REPLAY_FILE, itr, replay_state(replay))
 
 
 def restore(runner: Any, path: str) -> int:
@@ -93,15 +99,50 @@ def restore(runner: Any, path: str) -> int:
     return itr + 1
 
 
-def refuse_resume(runner: Any) -> None:
-    """Raise before any work when ``runner`` is asked to resume but cannot."""
-    path = logger.get_resume_snapshot()
-    if path is not None:
-        raise ValueError(
-            f"logger_context(resume=True) found the snapshot {path}, but "
-            f"{type(runner).__name__} cannot resume runs: MinibatchRl(Eval) and SyncRl(Eval) "
-            "can. Start a new run (another run_ID), or continue this one with "
-            "resume=False into another run directory.")
+def load_async_snapshot(runner: Any, path: str) -> dict:
+    """First part of resuming an ``AsyncRl`` run, before its children start: the
+    agent's weights (into the model the sampler shares), the replay and the optimizer's
+    throttle. Returns the snapshot, for :func:`restore_async`."""
+    snapshot = torch.load(path, map_location="cpu", weights_only=True)
+    missing = [key for key in SNAPSHOT_KEYS + ("sampler_itr", "algo_state_dict", "rng_state")
+               if key not in snapshot]
+    if missing:
+        raise ValueError(f"{path} cannot be resumed from: it lacks {missing}.")
+    sampler_itr = int(snapshot["sampler_itr"])
+    expected = sampler_itr * runner.sampler_batch_size
+    if int(snapshot["cum_steps"]) != expected:
+        raise ValueError(f"{path} was written after {snapshot['cum_steps']} env steps at "
+                         f"sampler iteration {sampler_itr}, but this sampler's batches of "
+                         f"{runner.sampler_batch_size} steps make {expected}: its batch_T or "
+                         "batch_B differ from the run's.")
+    runner.agent.load_state_dict(snapshot["agent_state_dict"])
+    runner.throttle_itr = float(snapshot["runner_state"]["throttle_itr"])
+    _restore_replay(runner, os.path.dirname(os.path.abspath(path)), int(snapshot["itr"]))
+    return snapshot
+
+
+def restore_async(runner: Any, snapshot: dict, path: str) -> int:
+    """Second part, once the optimizer is built: its state, the algorithm's counters,
+    the runner's statistics and generators. Returns the first optimizer iteration."""
+    itr = int(snapshot["itr"])
+    runner.algo.load_optim_state_dict(snapshot["optimizer_state_dict"])
+    runner.algo.load_state_dict(snapshot["algo_state_dict"])
+    _restore_statistics(runner, snapshot["runner_state"])
+    runner._last_sampler_itr = runner._log_sampler_itr = int(snapshot["sampler_itr"])
+    set_rng_state(snapshot["rng_state"])
+    runner.last_completed_itr = itr
+    logger.log(f"Resumed from {os.path.basename(path)}: optimizer iteration {itr}, sampler "
+               f"iteration {snapshot['sampler_itr']} ({snapshot['cum_steps']} env steps), "
+               f"{runner.algo.update_counter} updates done; the sampler starts fresh episodes.")
+    return itr + 1
+
+
+def restore_optimizer(algo: Any, path: str) -> None:
+    """An ``AsyncRl`` optimizer rank 1..: the optimizer's state and counters of the
+    snapshot ``path`` (the weights come from rank 0)."""
+    snapshot = torch.load(path, map_location="cpu", weights_only=True)
+    algo.load_optim_state_dict(snapshot["optimizer_state_dict"])
+    algo.load_state_dict(snapshot["algo_state_dict"])
 
 
 def _restore_statistics(runner: Any, state: dict) -> None:
