@@ -72,19 +72,12 @@ def restore(runner: Any, path: str) -> int:
         ValueError: if the snapshot was written by a run with another batch size or
             lacks what resuming needs.
     """
-    snapshot = torch.load(path, map_location=runner.agent.device, weights_only=True)
-    missing = [key for key in SNAPSHOT_KEYS + ("algo_state_dict", "rng_state")
-               if key not in snapshot]
-    if missing:
-        raise ValueError(f"{path} cannot be resumed from: it lacks {missing} (written by an "
-                         "older version or by hand).")
+    snapshot = _load(path, map_location=runner.agent.device)
     itr = int(snapshot["itr"])
     expected = (itr + 1) * runner.itr_batch_size
-    if int(snapshot["cum_steps"]) != expected:
-        raise ValueError(f"{path} was written after {snapshot['cum_steps']} env steps at "
-                         f"iteration {itr}, but this runner's iterations of "
-                         f"{runner.itr_batch_size} steps make {expected}: the sampler's "
-                         "batch_T, batch_B or the number of ranks differ from the run's.")
+    _check_steps(path, snapshot, expected, f"iteration {itr}",
+                 f"this runner's iterations of {runner.itr_batch_size} steps make {expected}: "
+                 "the sampler's batch_T, batch_B or the number of ranks differ")
     runner.agent.load_state_dict(snapshot["agent_state_dict"])
     runner.algo.load_optim_state_dict(snapshot["optimizer_state_dict"])
     runner.algo.load_state_dict(snapshot["algo_state_dict"])
@@ -103,18 +96,12 @@ def load_async_snapshot(runner: Any, path: str) -> dict:
     """First part of resuming an ``AsyncRl`` run, before its children start: the
     agent's weights (into the model the sampler shares), the replay and the optimizer's
     throttle. Returns the snapshot, for :func:`restore_async`."""
-    snapshot = torch.load(path, map_location="cpu", weights_only=True)
-    missing = [key for key in SNAPSHOT_KEYS + ("sampler_itr", "algo_state_dict", "rng_state")
-               if key not in snapshot]
-    if missing:
-        raise ValueError(f"{path} cannot be resumed from: it lacks {missing}.")
+    snapshot = _load(path, map_location="cpu", extra=("sampler_itr",))
     sampler_itr = int(snapshot["sampler_itr"])
     expected = sampler_itr * runner.sampler_batch_size
-    if int(snapshot["cum_steps"]) != expected:
-        raise ValueError(f"{path} was written after {snapshot['cum_steps']} env steps at "
-                         f"sampler iteration {sampler_itr}, but this sampler's batches of "
-                         f"{runner.sampler_batch_size} steps make {expected}: its batch_T or "
-                         "batch_B differ from the run's.")
+    _check_steps(path, snapshot, expected, f"sampler iteration {sampler_itr}",
+                 f"this sampler's batches of {runner.sampler_batch_size} steps make "
+                 f"{expected}: its batch_T or batch_B differ")
     runner.agent.load_state_dict(snapshot["agent_state_dict"])
     runner.throttle_itr = float(snapshot["runner_state"]["throttle_itr"])
     _restore_replay(runner, os.path.dirname(os.path.abspath(path)), int(snapshot["itr"]))
@@ -135,6 +122,23 @@ def restore_async(runner: Any, snapshot: dict, path: str) -> int:
                f"iteration {snapshot['sampler_itr']} ({snapshot['cum_steps']} env steps), "
                f"{runner.algo.update_counter} updates done; the sampler starts fresh episodes.")
     return itr + 1
+
+
+def _load(path: str, map_location: Any, extra: tuple[str, ...] = ()) -> dict:
+    """The snapshot ``path``, checked to hold what resuming needs."""
+    snapshot = torch.load(path, map_location=map_location, weights_only=True)
+    missing = [key for key in SNAPSHOT_KEYS + extra + ("algo_state_dict", "rng_state")
+               if key not in snapshot]
+    if missing:
+        raise ValueError(f"{path} cannot be resumed from: it lacks {missing} (written by an "
+                         "older version or by hand).")
+    return snapshot
+
+
+def _check_steps(path: str, snapshot: dict, expected: int, at: str, mismatch: str) -> None:
+    if int(snapshot["cum_steps"]) != expected:
+        raise ValueError(f"{path} was written after {snapshot['cum_steps']} env steps at "
+                         f"{at}, but {mismatch} from the run's.")
 
 
 def restore_optimizer(algo: Any, path: str) -> None:
