@@ -10,19 +10,20 @@ own run.
 """
 from __future__ import annotations
 
+import contextlib
 import glob
 import io
 import os
 import pickle
 import random
 import re
+import tempfile
 from typing import Any
 
 import numpy as np
 import torch
 
 from rlframe.utils.collections import reduce_runtime_class
-from rlframe.utils.files import atomic_write_bytes
 
 SAMPLER_STATE_FILE = "sampler_state.pkl"
 REPLAY_FILE = "replay_buffer.pkl"
@@ -97,8 +98,20 @@ def dumps(obj: Any) -> bytes:
 
 
 def write_state_file(run_dir: str, name: str, itr: int, state: Any) -> None:
-    """Pickle ``state`` tagged with ``itr`` to ``run_dir/name``, atomically."""
-    atomic_write_bytes(os.path.join(run_dir, name), dumps(dict(itr=int(itr), state=state)))
+    """Pickle ``state`` tagged with ``itr`` to ``run_dir/name``, atomically: streamed to
+    a temporary file and renamed (a replay of gigabytes is never held twice in memory)."""
+    fd, tmp_path = tempfile.mkstemp(dir=run_dir, prefix=f".{name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            _StatePickler(f, protocol=pickle.HIGHEST_PROTOCOL).dump(dict(itr=int(itr),
+                                                                         state=state))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp_path, os.path.join(run_dir, name))
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp_path)
+        raise
 
 
 def read_state_file(run_dir: str, name: str, itr: int) -> tuple[Any, str | None]:
