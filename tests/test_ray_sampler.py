@@ -1,0 +1,198 @@
+"""RaySampler: equivalence with SerialSampler, evaluation, bad inputs, clean shutdown,
+and PPO learning CartPole through MinibatchRlEval."""
+import os
+import time
+
+import psutil
+import pytest
+import torch
+
+ray = pytest.importorskip("ray")
+
+from rlframe.agents.pg.categorical import CategoricalPgAgent  # noqa: E402
+from rlframe.envs.gym import make as gym_make  # noqa: E402
+from rlframe.samplers.parallel.base import WorkerError  # noqa: E402
+from rlframe.samplers.parallel.cpu.collectors import (CpuResetCollector,  # noqa: E402
+                                                      CpuWaitResetCollector)
+from rlframe.samplers.ray import RaySampler  # noqa: E402
+from rlframe.samplers.serial.sampler import SerialSampler  # noqa: E402
+from rlframe.utils.buffer import buffer_func  # noqa: E402
+from rlframe.utils.seed import set_seed  # noqa: E402
+from samplers_helpers import CrashingEnv, GreedyAgent, flat_leaves  # noqa: E402
+
+ENV = dict(id="CartPole-v1")
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+RAY_PROCESS_NAMES = ("raylet", "gcs_server", "ray::", "default_worker.py", "dashboard",
+                     "log_monitor.py", "monitor.py", "runtime_env_agent")
+
+
+def ray_processes():
+    """Ray's processes on this machine (its daemons and its workers)."""
+    found = []
+    for p in psutil.process_iter(["name", "cmdline"]):
+        try:
+            cmd = " ".join(p.info["cmdline"] or []) or (p.info["name"] or "")
+        except psutil.Error:
+            continue
+        if any(name in cmd for name in RAY_PROCESS_NAMES) and "pytest" not in cmd:
+            found.append(p)
+    return found
+
+
+def assert_no_ray_processes(before, timeout=15.):
+    """No Ray process beyond those in ``before`` (pids) outlives ``timeout`` seconds."""
+    deadline = time.time() + timeout
+    left = [p for p in ray_processes() if p.pid not in before]
+    while left and time.time() < deadline:
+        time.sleep(0.3)
+        left = [p for p in ray_processes() if p.pid not in before]
+    assert not left, [" ".join(p.cmdline()) for p in left if p.is_running()]
+
+
+@pytest.fixture(scope="module")
+def pythonpath_with_tests():
+    """Ray workers import the test helpers (GreedyAgent, CrashingEnv) by name: they inherit
+    this environment from the Ray started in this process."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYTHONPATH", os.pathsep.join(
+            [TESTS_DIR] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+        yield
+
+
+@pytest.fixture(scope="module")
+def local_ray(pythonpath_with_tests):
+    """One local Ray for the module's samplers (they use it and leave it running)."""
+    before = {p.pid for p in ray_processes()}
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+    assert_no_ray_processes(before)
+
+
+# Tests without a running Ray come first: the module's Ray starts at its first use.
+
+@pytest.mark.parametrize("kwargs,error,words", [
+    (dict(n_workers=3), ValueError, "batch_B=4.*n_workers=3"),
+    (dict(n_workers=0), ValueError, "n_workers"),
+    (dict(placement_strategy="ANYWHERE"), ValueError, "placement_strategy"),
+    (dict(num_cpus=0), ValueError, "num_cpus"),
+])
+def test_bad_arguments_rejected(kwargs, error, words):
+    with pytest.raises(error, match=words):
+        RaySampler(EnvCls=gym_make, env_kwargs=ENV, batch_T=4, batch_B=4, **kwargs)
+
+
+def test_unreachable_address_fails_fast():
+    before = {p.pid for p in ray_processes()}
+    sampler = RaySampler(EnvCls=gym_make, env_kwargs=ENV, batch_T=4, batch_B=2, n_workers=2,
+                         ray_address="127.0.0.1:9")  # The discard port: nothing listens.
+    start = time.time()
+    with pytest.raises(ConnectionError, match="127.0.0.1:9"):
+        sampler.initialize(CategoricalPgAgent())
+    assert time.time() - start < 30
+    assert not ray.is_initialized()
+    assert_no_ray_processes(before)
+
+
+def test_missing_ray_names_the_extra(monkeypatch):
+    import builtins
+    real_import = builtins.__import__
+
+    def no_ray(name, *args, **kwargs):
+        if name == "ray" or name.startswith("ray."):
+            raise ImportError("No module named 'ray'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_ray)
+    sampler = RaySampler(EnvCls=gym_make, env_kwargs=ENV, batch_T=4, batch_B=2)
+    with pytest.raises(ImportError, match=r'pip install "rlframe\[ray\]"'):
+        sampler.initialize(CategoricalPgAgent())
+
+
+def test_own_ray_is_started_and_stopped(pythonpath_with_tests):
+    """With no Ray running, the sampler starts one and shutdown() leaves nothing behind."""
+    assert not ray.is_initialized()
+    before = {p.pid for p in ray_processes()}
+    sampler = RaySampler(EnvCls=gym_make, env_kwargs=ENV, batch_T=8, batch_B=2, n_workers=2,
+                         max_decorrelation_steps=0)
+    sampler.initialize(GreedyAgent(), seed=0)
+    try:
+        assert ray.is_initialized()
+        assert len([p for p in ray_processes() if p.pid not in before]) >= 2
+        samples, _ = sampler.obtain_samples(0)
+        assert samples.env.observation.shape == (8, 2, 4)
+    finally:
+        sampler.shutdown()
+    assert not ray.is_initialized()
+    assert_no_ray_processes(before)
+
+
+def collect(SamplerCls, CollectorCls, n_batches=3, **kwargs):
+    set_seed(0)
+    sampler = SamplerCls(EnvCls=gym_make, env_kwargs=ENV, batch_T=40, batch_B=4,
+                         CollectorCls=CollectorCls, max_decorrelation_steps=0, **kwargs)
+    sampler.initialize(GreedyAgent(), seed=7, bootstrap_value=True)
+    batches, trajs = [], []
+    try:
+        for itr in range(n_batches):
+            samples, traj_infos = sampler.obtain_samples(itr)
+            batches.append(buffer_func(samples, torch.clone))
+            trajs.append([(info.Length, info.Return) for info in traj_infos])
+    finally:
+        sampler.shutdown()
+    return batches, trajs
+
+
+@pytest.mark.parametrize("CollectorCls", [CpuResetCollector, CpuWaitResetCollector])
+def test_ray_and_serial_samplers_give_identical_samples(local_ray, CollectorCls):
+    serial, serial_trajs = collect(SerialSampler, CollectorCls)
+    batches, trajs = collect(RaySampler, CollectorCls, n_workers=2)
+    assert sum(len(t) for t in serial_trajs) > 0  # episodes ended inside the batches
+    assert [sorted(t) for t in trajs] == [sorted(t) for t in serial_trajs]
+    for a, b in zip(flat_leaves(serial), flat_leaves(batches)):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        if a.dtype.is_floating_point:  # model outputs may differ in the last bit
+            assert torch.allclose(a, b, rtol=1e-6, atol=1e-6)
+        else:
+            assert torch.equal(a, b)
+    for a, b in zip(serial, batches):
+        assert torch.equal(a.env.observation, b.env.observation)
+        assert torch.equal(a.env.reward, b.env.reward)
+        assert torch.equal(a.agent.action, b.agent.action)
+        assert torch.equal(a.agent.prev_action, b.agent.prev_action)
+
+
+def test_parameters_reach_the_workers_and_evaluation_runs(local_ray):
+    set_seed(0)
+    sampler = RaySampler(EnvCls=gym_make, env_kwargs=ENV, eval_env_kwargs=ENV, batch_T=8,
+                         batch_B=4, eval_n_envs=4, eval_max_steps=4000,
+                         eval_max_trajectories=6, n_workers=2)
+    agent = CategoricalPgAgent()
+    sampler.initialize(agent, seed=3, bootstrap_value=True)
+    try:
+        traj_infos = sampler.evaluate_agent(0)
+        assert 6 <= len(traj_infos) < 30  # each worker stops at its share of 6
+        assert all(info.Length > 0 for info in traj_infos)
+        samples, _ = sampler.obtain_samples(1)  # training continues after evaluation
+        assert samples.env.observation.shape == (8, 4, 4)
+        # New parameters are used from the next batch on: a zero model gives uniform
+        # probabilities and a zero value in every worker.
+        with torch.no_grad():
+            for p in agent.parameters():
+                p.zero_()
+        samples, _ = sampler.obtain_samples(2)
+        assert torch.all(samples.agent.agent_info.value == 0)
+        assert torch.allclose(samples.agent.agent_info.dist_info.prob, torch.tensor(0.5))
+    finally:
+        sampler.shutdown()
+
+
+def test_worker_error_surfaces_and_stops_the_workers(local_ray):
+    sampler = RaySampler(EnvCls=CrashingEnv, env_kwargs=dict(crash_at=5, crash_rank=1),
+                         batch_T=20, batch_B=4, max_decorrelation_steps=0, n_workers=2)
+    sampler.initialize(CategoricalPgAgent(), seed=1)
+    with pytest.raises(WorkerError, match="env exploded"):
+        sampler.obtain_samples(0)
+    assert sampler.workers == []
+    assert ray.util.placement_group_table() == {} or all(
+        pg["state"] == "REMOVED" for pg in ray.util.placement_group_table().values())
