@@ -14,10 +14,12 @@ extras = {
     "video": ["imageio>=2.9", "imageio-ffmpeg>=0.4", "pygame>=2.1"],
     # The "envpool" env backend (rlframe.envs.envpool).
     "envpool": ["envpool>=0.8"],
+    # RaySampler (rlframe.samplers.ray): sampling on Ray actors, locally or on a cluster.
+    "ray": ["ray>=2.9"],
 }
-# The test suite covers the MuJoCo examples, TensorBoard logging and videos too.
+# The test suite covers the MuJoCo examples, TensorBoard logging, videos and RaySampler too.
 extras["test"] = (["pytest>=7", "pytest-timeout>=2"] + extras["mujoco"] + extras["tensorboard"]
-                  + extras["video"])
+                  + extras["video"] + extras["ray"])
 # Every optional feature at once (envpool included); atari-py is the legacy Atari stack,
 # a source build that ale-py (core) makes unnecessary.
 extras["all"] = sorted({req for name, reqs in extras.items() if name != "atari" for req in reqs})

@@ -10,6 +10,7 @@ from conftest import run_dirs
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
 HAS_MUJOCO = importlib.util.find_spec("mujoco") is not None
+HAS_RAY = importlib.util.find_spec("ray") is not None
 
 CASES = {
     "quickstart.py": ["--n_steps", "2048"],
@@ -23,6 +24,8 @@ CASES = {
     "example_sac_mujoco.py": ["--n_steps", "200", "--log_interval_steps", "100",
                               "--min_steps_learn", "100", "--eval_max_trajectories", "2",
                               "--seed", "1"],
+    "example_ppo_ray.py": ["--n_workers", "2", "--n_steps", "2048", "--log_interval_steps",
+                           "1024", "--seed", "1"],
     "example_sync_ppo.py": ["--n_rank", "2", "--n_steps", "2048", "--log_interval_steps", "1024",
                             "--seed", "1"],
     "example_dqn_async.py": ["--sampler", "cpu", "--n_steps", "2048", "--log_interval_steps",
@@ -65,6 +68,8 @@ def test_every_example_is_covered():
 def test_example_runs(script, in_tmp_cwd):
     if "mujoco" in script and not HAS_MUJOCO:
         pytest.skip("mujoco extra not installed")
+    if script.endswith("_ray.py") and not HAS_RAY:
+        pytest.skip("ray extra not installed")
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     proc = subprocess.run([sys.executable, os.path.join(EXAMPLES, script), *CASES[script]],
                           cwd=in_tmp_cwd, env=env, capture_output=True, text=True, timeout=300)
