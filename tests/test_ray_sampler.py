@@ -2,6 +2,8 @@
 and PPO learning CartPole through MinibatchRlEval."""
 import functools
 import os
+import subprocess
+import sys
 import time
 
 import psutil
@@ -93,6 +95,14 @@ def test_unreachable_address_fails_fast():
     assert time.time() - start < 30
     assert not ray.is_initialized()
     assert_no_ray_processes(before)
+
+
+def test_importing_rlframe_does_not_import_ray():
+    code = ("import sys, rlframe, rlframe.samplers.ray, rlframe.runners.minibatch_rl; "
+            "print('ray' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "False"
 
 
 def test_missing_ray_names_the_extra(monkeypatch):
