@@ -85,12 +85,14 @@ def test_bad_arguments_rejected(kwargs, error, words):
         RaySampler(EnvCls=gym_make, env_kwargs=ENV, batch_T=4, batch_B=4, **kwargs)
 
 
-def test_unreachable_address_fails_fast():
+@pytest.mark.parametrize("address", ["127.0.0.1:9", "auto"])  # Port 9: nothing listens.
+def test_unreachable_address_fails_fast(address, monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
     before = {p.pid for p in ray_processes()}
     sampler = RaySampler(EnvCls=gym_make, env_kwargs=ENV, batch_T=4, batch_B=2, n_workers=2,
-                         ray_address="127.0.0.1:9")  # The discard port: nothing listens.
+                         ray_address=address)
     start = time.time()
-    with pytest.raises(ConnectionError, match="127.0.0.1:9"):
+    with pytest.raises(ConnectionError, match=f"ray_address='{address}'"):
         sampler.initialize(CategoricalPgAgent())
     assert time.time() - start < 30
     assert not ray.is_initialized()
