@@ -276,9 +276,10 @@ class SyncRlMixin:
             self.workers.append(process)
         logger.log(f"Started ranks 1..{self.world_size - 1} (pids "
                    f"{[p.pid for p in self.workers]}); process group at {self._init_method}.")
-        self._monitor = threading.Thread(target=self._watch_workers, daemon=True,
-                                         name="SyncRl-monitor")
-        self._monitor.start()
+        if self.workers:
+            self._monitor = threading.Thread(target=self._watch_workers, daemon=True,
+                                             name="SyncRl-monitor")
+            self._monitor.start()
 
     def _become_rank(self, rank: int, init_method: str) -> None:
         """In a process started by rank 0: take rank ``rank``'s place."""
@@ -386,6 +387,9 @@ class SyncRlMixin:
             super().shutdown()
         finally:
             self._training = False
+            if self._monitor is not None:  # It sees _training False within 0.2 s.
+                self._monitor.join()
+                self._monitor = None
             if self.rank == 0 and completed:
                 self._stop_workers(join_s=JOIN_TIMEOUT_S)  # They end by themselves.
             unwrap_ddp(self.agent)
