@@ -11,7 +11,6 @@ own run.
 from __future__ import annotations
 
 import contextlib
-import glob
 import io
 import os
 import pickle
@@ -27,21 +26,26 @@ from rlframe.utils.collections import reduce_runtime_class
 
 SAMPLER_STATE_FILE = "sampler_state.pkl"
 REPLAY_FILE = "replay_buffer.pkl"
-_ITR_SNAPSHOT = re.compile(r"itr_(\d+)\.pkl$")
+_ITR_SNAPSHOT = re.compile(r"itr_(\d+)\.pkl")
 
 
 # ------------------------------------------------------------------------ snapshots
+def itr_snapshots(run_dir: str) -> list[int]:
+    """The iterations N of the ``itr_<N>.pkl`` snapshots in ``run_dir``, ascending."""
+    return sorted(int(m.group(1)) for name in os.listdir(run_dir)
+                  if (m := _ITR_SNAPSHOT.fullmatch(name)))
+
+
 def find_snapshot(run_dir: str) -> str | None:
     """The newest snapshot of ``run_dir``: ``params.pkl`` or the ``itr_<N>.pkl`` of
     the highest N, whichever holds the later iteration (None if there is none)."""
-    candidates = glob.glob(os.path.join(run_dir, "itr_*.pkl"))
-    itr_files = sorted((int(m.group(1)), path) for path in candidates
-                       if (m := _ITR_SNAPSHOT.search(os.path.basename(path))))
+    itrs = itr_snapshots(run_dir)
+    newest_itr_file = os.path.join(run_dir, f"itr_{itrs[-1]}.pkl") if itrs else None
     last = os.path.join(run_dir, "params.pkl")
     if not os.path.exists(last):
-        return itr_files[-1][1] if itr_files else None
-    if itr_files and itr_files[-1][0] > snapshot_itr(last):
-        return itr_files[-1][1]
+        return newest_itr_file
+    if itrs and itrs[-1] > snapshot_itr(last):
+        return newest_itr_file
     return last
 
 

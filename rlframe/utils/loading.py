@@ -18,7 +18,6 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
-import re
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -39,7 +38,6 @@ _OBJECT = "__object__"  # {_OBJECT: "module.qualname"}: a class or function, by 
 _ARRAY = "__ndarray__"  # {_ARRAY: nested lists, "dtype": "<f4"}: a numpy array.
 _UNRECORDED = "__unrecorded__"  # {_UNRECORDED: repr, "reason": why}: fails at load time.
 _PLAIN = (type(None), bool, int, float, complex, str, bytes)
-_ITR_SNAPSHOT = re.compile(r"itr_(\d+)\.pkl")
 
 
 class AgentLoadError(RuntimeError):
@@ -323,7 +321,7 @@ def find_snapshot(run_dir_or_snapshot: str | os.PathLike, itr: int | None = None
     if not os.path.isdir(path):
         raise FileNotFoundError(f"No run directory or snapshot file at {path!r}.")
     names = sorted(os.listdir(path))
-    itrs = sorted(int(m.group(1)) for m in map(_ITR_SNAPSHOT.fullmatch, names) if m)
+    itrs = checkpoint.itr_snapshots(path)
     if itr is not None:
         if itr in itrs:
             return os.path.join(path, f"itr_{itr}.pkl")
