@@ -853,10 +853,9 @@ class AsyncRlBase(MinibatchRlBase):
         self._start_sampler_itr = 0 if snapshot is None else snapshot["sampler_itr"] + 1
         self.launch_workers(n_itr)
         throttle = self.optim_startup()
-        self.start_itr = 0
-        if snapshot is not None:
-            self.start_itr = resume.restore_async(self, snapshot, resume_from)
-            throttle = (self.throttle_itr, self.delta_throttle_itr)
+        # A resumed run's throttle came with the snapshot, before the children started.
+        self.start_itr = 0 if snapshot is None else resume.restore_async(self, snapshot,
+                                                                         resume_from)
         self._callbacks_started = True
         self._call_callbacks("on_startup")
         return throttle
