@@ -1,6 +1,7 @@
 """The stepping core: whole-row writes, trajectory statistics, resets, backends' checks."""
 import numpy as np
 import pytest
+import torch
 
 from rlframe.agents.pg.categorical import CategoricalPgAgent
 from rlframe.envs.gym import make as gym_make
@@ -193,3 +194,47 @@ def test_cpu_sampler_workers_use_the_env_backend():
         assert samples.env.done.any() and infos
     finally:
         sampler.shutdown()
+
+
+@pytest.mark.parametrize("CollectorCls", [None, CpuWaitResetCollector])
+def test_stepper_state_continues_the_batches_of_an_uninterrupted_stepper(CollectorCls):
+    """Saved mid-episode (and, without mid-batch resets, with envs held) and loaded
+    into a fresh sampler, the stepper gives the batches it would have given."""
+    import pickle
+
+    from rlframe.utils.checkpoint import dumps  # Pickles env infos' run-time classes.
+    kwargs = {} if CollectorCls is None else dict(CollectorCls=CollectorCls)
+    whole, _, _ = sample(n_itr=4, B=3, T=13, **kwargs)
+
+    def sampler():
+        set_seed(5)
+        s = SerialSampler(EnvCls=gym_make, env_kwargs=ENV_KWARGS, batch_T=13, batch_B=3,
+                          max_decorrelation_steps=0, **kwargs)
+        s.initialize(CategoricalPgAgent(), seed=5, traj_info_kwargs=dict(discount=0.9))
+        return s
+
+    first = sampler()
+    for itr in range(2):
+        first.obtain_samples(itr)
+    payload = dumps(first.collector.stepper.state())
+    rng = np.random.get_state(), torch.get_rng_state()
+    agent_state = first.agent.state_dict()
+    first.shutdown()
+    second = sampler()
+    second.agent.load_state_dict(agent_state)
+    second.collector.stepper.load_state(pickle.loads(payload))
+    second.traj_infos = second.collector.stepper.tracker
+    np.random.set_state(rng[0])
+    torch.set_rng_state(rng[1])
+    for itr in (2, 3):
+        samples, _ = second.obtain_samples(itr)
+        np.testing.assert_array_equal(samples.env.observation.numpy(), whole[2 * itr])
+        np.testing.assert_array_equal(samples.agent.action.numpy(), whole[2 * itr + 1])
+    second.shutdown()
+
+
+def test_stepper_state_refuses_envs_stepped_by_a_vector_backend():
+    stepper = EnvStepper(make_vec_env("gymnasium", gym_make, ENV_KWARGS, 2), TrajInfo)
+    with pytest.raises(TypeError, match="SyncVectorEnv|not as plain envs"):
+        stepper.state()
+    stepper.close()

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from rlframe.agents.base import AgentInputs
-from rlframe.envs.vector import as_vec_env
+from rlframe.envs.vector import EnvList, as_vec_env
 from rlframe.samplers.collections import TrajInfo
 from rlframe.utils.buffer import (RowWriter, buffer_from_example, numpify_buffer,
                                   torchify_buffer)
@@ -361,6 +361,48 @@ class EnvStepper:
     def close(self) -> None:
         """Close the envs."""
         self.venv.close()
+
+    def state(self) -> dict[str, Any]:
+        """The envs mid-episode and this stepper's per-env bookkeeping, for a checkpoint.
+
+        Returns:
+            a dict to pickle (envs, trajectory tracker, agent input rows [B], held
+            and reset flags, completed TrajInfos not yet collected).
+
+        Raises:
+            TypeError: the envs are not plain envs of this process (a vector-env
+                backend steps them elsewhere), so they cannot be saved.
+        """
+        if not isinstance(self.venv, EnvList):
+            raise TypeError(f"the envs are stepped by {type(self.venv).__name__}, not as "
+                            "plain envs of this process")
+        return dict(envs=self.venv.envs, tracker=self.tracker, inputs=self.inputs,
+                    held=self.held, need_reset=self.need_reset, any_held=self.any_held,
+                    completed=self.completed, temp_obs=self._temp_obs)
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`state` of a stepper with the same settings; this
+        stepper's own envs are closed and replaced.
+
+        Raises:
+            ValueError: the saved stepper had another number of envs.
+        """
+        if not isinstance(self.venv, EnvList):
+            raise TypeError(f"the envs are stepped by {type(self.venv).__name__}; only "
+                            "plain envs of this process can be restored")
+        if len(state["envs"]) != self.B:
+            raise ValueError(f"the saved sampler has {len(state['envs'])} envs, this one "
+                             f"{self.B}.")
+        self.venv.close()
+        self.venv.envs[:] = state["envs"]
+        self.tracker = state["tracker"]
+        self.inputs[:] = state["inputs"]  # In place: inputs_pyt are views of these arrays.
+        self.held[:] = state["held"]
+        self.need_reset[:] = state["need_reset"]
+        self.any_held = state["any_held"]
+        self.completed = state["completed"]
+        if state["temp_obs"] is not None:
+            self._temp_obs = state["temp_obs"]
 
     def _after_done(self, done: np.ndarray, traj_done: np.ndarray | None) -> None:
         obs, prev_action, prev_reward = self.inputs

@@ -214,23 +214,20 @@ def _resolve(replay: Any, path: str) -> Any:
 # ------------------------------------------------------------------------ samplers
 def sampler_state(sampler: Any) -> tuple[Any, str | None]:
     """The training envs of an in-process sampler (``SerialSampler``) mid-episode, with
-    the collector's per-env bookkeeping and the agent's recurrent state.
+    the stepping core's per-env bookkeeping and the agent's recurrent state.
 
     Returns:
         ``(state, None)``, or ``(None, why)`` when the sampler's envs live in other
         processes or do not pickle (a resumed run then starts fresh episodes).
     """
-    collector = getattr(sampler, "collector", None)
-    stepper = getattr(collector, "stepper", None)
-    envs = getattr(getattr(stepper, "venv", None), "envs", None)
-    if stepper is None or type(stepper.venv).__name__ != "EnvList" or envs is None:
-        return None, (f"{type(sampler).__name__} steps its envs outside this process or "
-                      "through a vector-env backend")
-    state = dict(envs=envs, tracker=stepper.tracker, inputs=stepper.inputs,
-                 held=stepper.held, need_reset=stepper.need_reset,
-                 any_held=stepper.any_held, completed=stepper.completed,
-                 temp_obs=getattr(stepper, "_temp_obs", None),
-                 rnn_state=getattr(sampler.agent, "_prev_rnn_state", None))
+    stepper = getattr(getattr(sampler, "collector", None), "stepper", None)
+    if stepper is None:
+        return None, f"{type(sampler).__name__} steps its envs outside this process"
+    try:
+        state = stepper.state()
+    except TypeError as error:
+        return None, str(error)
+    state["rnn_state"] = getattr(sampler.agent, "_prev_rnn_state", None)
     try:
         return dumps(state), None
     except Exception as error:  # noqa: BLE001 - e.g. an emulator handle
@@ -242,28 +239,8 @@ def load_sampler_state(sampler: Any, payload: bytes) -> None:
     (initialized with the same settings); its fresh envs are closed."""
     state = pickle.loads(payload)
     stepper = sampler.collector.stepper
-    if len(state["envs"]) != len(stepper.venv.envs):
-        raise ValueError(f"the saved sampler has {len(state['envs'])} envs, this one "
-                         f"{len(stepper.venv.envs)}.")
-    for env in stepper.venv.envs:
-        env.close()
-    stepper.venv.envs[:] = state["envs"]
-    stepper.tracker = state["tracker"]
+    stepper.load_state(state)
     sampler.traj_infos = stepper.tracker
-    _copy_tree(state["inputs"], stepper.inputs)  # inputs_pyt are views of these arrays.
-    stepper.held[:] = state["held"]
-    stepper.need_reset[:] = state["need_reset"]
-    stepper.any_held = state["any_held"]
-    stepper.completed = state["completed"]
-    if state["temp_obs"] is not None:
-        stepper._temp_obs = state["temp_obs"]
     if state["rnn_state"] is not None:
         sampler.agent._prev_rnn_state = state["rnn_state"]
 
-
-def _copy_tree(src: Any, dst: Any) -> None:
-    if isinstance(dst, np.ndarray):
-        dst[...] = src
-    elif isinstance(dst, tuple):
-        for s, d in zip(src, dst):
-            _copy_tree(s, d)
