@@ -735,7 +735,7 @@ class AsyncRlBase(MinibatchRlBase):
                 the message holds, or killed); the message names it.
         """
         try:
-            throttle_itr, delta_throttle_itr = self.startup()
+            self.startup()  # Sets throttle_itr and delta_throttle_itr (and returns them).
             self.before_training()
             throttle_time, itr = 0., self.start_itr
             log_counter = self._start_sampler_itr // self.log_interval_itrs
@@ -743,13 +743,12 @@ class AsyncRlBase(MinibatchRlBase):
             while not self.stop_requested:
                 logger.set_iteration(itr)
                 with logger.prefix(f"opt_itr #{itr} "):
-                    throttle_time += self._wait_for_sampler(throttle_itr)
+                    throttle_time += self._wait_for_sampler(self.throttle_itr)
                     self._raise_if_failed()
                     if ctrl.quit.value:
                         break
-                    throttle_itr += delta_throttle_itr
-                    self.throttle_itr = throttle_itr  # Snapshots keep it, for resuming.
-                    self._set_sample_limit(throttle_itr)
+                    self.throttle_itr += self.delta_throttle_itr  # In snapshots, for resuming.
+                    self._set_sample_limit(self.throttle_itr)
                     self._meet_optimizer_ranks()
                     opt_info = self.algo.optimize_agent(itr, sampler_itr=ctrl.sampler_itr.value)
                     self.agent.send_shared_memory()
