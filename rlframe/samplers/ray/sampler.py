@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import socket
 import warnings
 from typing import TYPE_CHECKING, Any, Callable
@@ -71,6 +72,21 @@ def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
             f"No Ray cluster reachable at ray_address={address!r} ({error}). Start one with "
             "`ray start --head` and pass the address it prints, or ray_address=None for "
             "a local Ray.") from None
+
+
+def error_text(error: BaseException) -> str:
+    """A Ray error's message (a worker's traceback) without terminal colour codes."""
+    return re.sub(r"\x1b\[[0-9;]*m", "", str(error))
+
+
+def error_summary(error: BaseException) -> str:
+    """One line saying what failed: the exception raised in the worker's code, else
+    the first line of the Ray error."""
+    cause = getattr(error, "cause", None)  # Set on RayTaskError: the worker's exception.
+    if isinstance(cause, BaseException):
+        return f"{type(cause).__name__}: {error_text(cause)}".splitlines()[0]
+    lines = [line.strip() for line in error_text(error).splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__
 
 
 class RaySampler(BaseSampler):
@@ -318,12 +334,10 @@ class RaySampler(BaseSampler):
                 raise WorkerError(
                     f"Ray sampler worker {w} (node {node}) failed after "
                     f"{self._restarts_of[w]} restarts (max_worker_restarts="
-                    f"{self.max_worker_restarts}):\n{error}") from None
+                    f"{self.max_worker_restarts}):\n{error_text(error)}") from None
             self._restarts_of[w] += 1
             self.worker_restarts += 1
-            first_line = next((line for line in str(error).splitlines() if line.strip()),
-                              type(error).__name__)
-            message = (f"Ray sampler worker {w} on node {node} failed ({first_line}); "
+            message = (f"Ray sampler worker {w} on node {node} failed ({error_summary(error)}); "
                        f"restarting it with new envs (restart {self._restarts_of[w]} of "
                        f"max_worker_restarts={self.max_worker_restarts}).")
             logger.log(f"WARNING: {message}")
