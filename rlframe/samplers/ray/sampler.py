@@ -115,7 +115,8 @@ class RaySampler(BaseSampler):
             warning; :meth:`diagnostics` counts them (``WorkerRestarts`` in
             progress.csv). One more failure of a worker that used them all stops
             the sampler and raises WorkerError with the worker's traceback; 0
-            stops at the first failure.
+            stops at the first failure. A worker failing while the sampler
+            initializes is not restarted (its envs cannot be built).
 
     Attributes:
         workers: the actors, worker ``w`` at index ``w``.
