@@ -120,6 +120,7 @@ class RaySampler(BaseSampler):
 
     Attributes:
         workers: the actors, worker ``w`` at index ``w``.
+        worker_nodes: the Ray node id of each worker (updated at restarts).
         worker_restarts: restarts so far, all workers together.
     """
 
@@ -161,6 +162,7 @@ class RaySampler(BaseSampler):
         self.worker_restarts = 0
         self._restarts_of = [0] * self.n_workers
         self._worker_kwargs: dict[str, Any] = {}
+        self._actor_cls: Any = None
         self._placement_group: Any = None
         self._owns_ray = False
         self._params_version = 0
@@ -291,7 +293,9 @@ class RaySampler(BaseSampler):
         strategy = PlacementGroupSchedulingStrategy(
             placement_group=self._placement_group, placement_group_bundle_index=w) \
             if in_placement_group else "DEFAULT"
-        return ray.remote(RaySamplerWorker).options(
+        if self._actor_cls is None:  # Ray registers each remote class: make it once.
+            self._actor_cls = ray.remote(RaySamplerWorker)
+        return self._actor_cls.options(
             num_cpus=self.num_cpus, num_gpus=self.num_gpus, scheduling_strategy=strategy,
             max_restarts=0).remote(
             rank=w, agent=kw["agent_ref"], EnvCls=self.EnvCls, env_kwargs=self.env_kwargs,
@@ -371,8 +375,11 @@ class RaySampler(BaseSampler):
                 return actor, ray.get(actor.node_id.remote(), timeout=deadline)
             except ray.exceptions.GetTimeoutError:
                 continue
-            except BaseException:
-                ray.kill(actor)
+            except BaseException:  # Its start failed, or Ctrl-C: it is not in self.workers.
+                try:
+                    ray.kill(actor)
+                except Exception:  # noqa: BLE001 - already gone.
+                    pass
                 raise
         ray.kill(actor)
         raise ray.exceptions.RayError(
