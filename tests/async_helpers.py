@@ -73,3 +73,10 @@ class FailingGpuSampler(AsyncGpuSampler):
         if itr == self.fail_itr:
             raise ValueError("boom in obtain_samples")
         return super().obtain_samples(itr, db_idx)
+
+
+class ProbeSerialSampler(AsyncSerialSampler):
+    """Reports one fixed figure through diagnostics()."""
+
+    def diagnostics(self):
+        return {"SamplerProbe": 7.}

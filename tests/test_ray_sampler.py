@@ -6,7 +6,6 @@ import subprocess
 import sys
 import time
 
-import psutil
 import pytest
 import torch
 
@@ -21,35 +20,24 @@ from rlframe.samplers.ray import RaySampler  # noqa: E402
 from rlframe.samplers.serial.sampler import SerialSampler  # noqa: E402
 from rlframe.utils.buffer import buffer_func  # noqa: E402
 from rlframe.utils.seed import set_seed  # noqa: E402
-from samplers_helpers import CrashingEnv, GreedyAgent, flat_leaves  # noqa: E402
+from samplers_helpers import (CrashingEnv, GreedyAgent, assert_all_gone,  # noqa: E402
+                              descendants, flat_leaves, is_ray_process)
 
 ENV = dict(id="CartPole-v1")
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
-RAY_PROCESS_NAMES = ("raylet", "gcs_server", "ray::", "default_worker.py", "dashboard",
-                     "log_monitor.py", "monitor.py", "runtime_env_agent")
 
 
 def ray_processes():
-    """Ray's processes on this machine (its daemons and its workers)."""
-    found = []
-    for p in psutil.process_iter(["name", "cmdline"]):
-        try:
-            cmd = " ".join(p.info["cmdline"] or []) or (p.info["name"] or "")
-        except psutil.Error:
-            continue
-        if any(name in cmd for name in RAY_PROCESS_NAMES) and "pytest" not in cmd:
-            found.append(p)
-    return found
+    """Ray's processes (daemons and workers) that this test process started: other
+    Ray instances on the machine are not looked at."""
+    return [p for p in descendants() if is_ray_process(p)]
 
 
-def assert_no_ray_processes(before, timeout=15.):
-    """No Ray process beyond those in ``before`` (pids) outlives ``timeout`` seconds."""
-    deadline = time.time() + timeout
-    left = [p for p in ray_processes() if p.pid not in before]
-    while left and time.time() < deadline:
-        time.sleep(0.3)
-        left = [p for p in ray_processes() if p.pid not in before]
-    assert not left, [" ".join(p.cmdline()) for p in left if p.is_running()]
+def assert_no_ray_processes(seen=(), timeout=15.):
+    """The Ray processes in ``seen`` (recorded while they ran, so that ones which
+    outlived their parent are known) and any Ray process still under this test
+    process all exit within ``timeout`` seconds."""
+    assert_all_gone(list(seen) + ray_processes(), timeout)
 
 
 @pytest.fixture(scope="module")
@@ -65,11 +53,12 @@ def pythonpath_with_tests():
 @pytest.fixture(scope="module")
 def local_ray(pythonpath_with_tests):
     """One local Ray for the module's samplers (they use it and leave it running)."""
-    before = {p.pid for p in ray_processes()}
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    seen = ray_processes()
     yield
+    seen += ray_processes()
     ray.shutdown()
-    assert_no_ray_processes(before)
+    assert_no_ray_processes(seen)
 
 
 # Tests without a running Ray come first: the module's Ray starts at its first use.
@@ -79,6 +68,8 @@ def local_ray(pythonpath_with_tests):
     (dict(n_workers=0), ValueError, "n_workers"),
     (dict(placement_strategy="ANYWHERE"), ValueError, "placement_strategy"),
     (dict(num_cpus=0), ValueError, "num_cpus"),
+    (dict(max_worker_restarts=-1), ValueError, "max_worker_restarts"),
+    (dict(max_worker_restarts=1.5), ValueError, "max_worker_restarts"),
 ])
 def test_bad_arguments_rejected(kwargs, error, words):
     with pytest.raises(error, match=words):
@@ -88,7 +79,14 @@ def test_bad_arguments_rejected(kwargs, error, words):
 @pytest.mark.parametrize("address", ["127.0.0.1:9", "auto"])  # Port 9: nothing listens.
 def test_unreachable_address_fails_fast(address, monkeypatch):
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    before = {p.pid for p in ray_processes()}
+    # "auto" finds any Ray on this machine (by its processes or its last address file):
+    # hide other Ray instances so that no cluster is found.
+    import ray._private.services as services
+    def no_gcs_addresses():
+        return set()
+    no_gcs_addresses.cache_clear = lambda: None  # Ray clears the cached original.
+    monkeypatch.setattr(services, "find_gcs_addresses", no_gcs_addresses)
+    monkeypatch.setattr(services, "find_bootstrap_address", lambda temp_dir: None)
     sampler = RaySampler(EnvCls=gym_make, env_kwargs=ENV, batch_T=4, batch_B=2, n_workers=2,
                          ray_address=address)
     start = time.time()
@@ -96,7 +94,7 @@ def test_unreachable_address_fails_fast(address, monkeypatch):
         sampler.initialize(CategoricalPgAgent())
     assert time.time() - start < 30
     assert not ray.is_initialized()
-    assert_no_ray_processes(before)
+    assert_no_ray_processes()
 
 
 def test_importing_rlframe_does_not_import_ray():
@@ -125,19 +123,19 @@ def test_missing_ray_names_the_extra(monkeypatch):
 def test_own_ray_is_started_and_stopped(pythonpath_with_tests):
     """With no Ray running, the sampler starts one and shutdown() leaves nothing behind."""
     assert not ray.is_initialized()
-    before = {p.pid for p in ray_processes()}
     sampler = RaySampler(EnvCls=gym_make, env_kwargs=ENV, batch_T=8, batch_B=2, n_workers=2,
                          max_decorrelation_steps=0)
     sampler.initialize(GreedyAgent(), seed=0)
     try:
         assert ray.is_initialized()
-        assert len([p for p in ray_processes() if p.pid not in before]) >= 2
         samples, _ = sampler.obtain_samples(0)
         assert samples.env.observation.shape == (8, 2, 4)
+        seen = ray_processes()
+        assert len(seen) >= 4  # gcs_server, raylet and the two workers at least
     finally:
         sampler.shutdown()
     assert not ray.is_initialized()
-    assert_no_ray_processes(before)
+    assert_no_ray_processes(seen)
 
 
 def collect(SamplerCls, CollectorCls, n_batches=3, **kwargs):
@@ -202,7 +200,8 @@ def test_parameters_reach_the_workers_and_evaluation_runs(local_ray):
 
 def test_worker_error_surfaces_and_stops_the_workers(local_ray):
     sampler = RaySampler(EnvCls=CrashingEnv, env_kwargs=dict(crash_at=5, crash_rank=1),
-                         batch_T=20, batch_B=4, max_decorrelation_steps=0, n_workers=2)
+                         batch_T=20, batch_B=4, max_decorrelation_steps=0, n_workers=2,
+                         max_worker_restarts=0)
     sampler.initialize(CategoricalPgAgent(), seed=1)
     with pytest.raises(WorkerError, match="env exploded"):
         sampler.obtain_samples(0)

@@ -54,7 +54,7 @@ import torch.distributed as dist
 from rlframe.agents.base import unwrap_ddp
 from rlframe.runners import resume
 from rlframe.runners.callbacks import Callback
-from rlframe.runners.minibatch_rl import MinibatchRlBase
+from rlframe.runners.minibatch_rl import MinibatchRlBase, sampler_diagnostics
 from rlframe.samplers.async_.base import N_DOUBLE_BUFFER
 from rlframe.utils.checks import positive_int
 from rlframe.utils.collections import AttrDict
@@ -1282,6 +1282,8 @@ class AsyncRlBase(MinibatchRlBase):
                                   / elapsed)
             self._last_sampler_wait = sampler_wait
             logger.record_tabular("NonFiniteUpdates", getattr(self.algo, "non_finite_updates", 0))
+            for key, value in sampler_diagnostics(self.sampler).items():
+                logger.record_tabular(key, value)
         self._log_infos(traj_infos)
         diagnostics = logger.dump_tabular(with_prefix=False)
         self._last_time = new_time

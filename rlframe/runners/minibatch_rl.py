@@ -25,6 +25,12 @@ from rlframe.utils.prog_bar import ProgBarCounter
 from rlframe.utils.seed import make_seed, set_seed
 
 
+def sampler_diagnostics(sampler: Any) -> dict[str, float]:
+    """The sampler's ``diagnostics()`` (``{}`` for samplers without the method)."""
+    diagnostics = getattr(sampler, "diagnostics", None)
+    return {} if diagnostics is None else dict(diagnostics())
+
+
 def _raise_system_exit(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)
 
@@ -393,6 +399,8 @@ class MinibatchRlBase(BaseRunner):
             logger.record_tabular("ReplayRatio", replay_ratio)
             logger.record_tabular("CumReplayRatio", cum_replay_ratio)
             logger.record_tabular("NonFiniteUpdates", self.algo.non_finite_updates)
+            for key, value in sampler_diagnostics(self.sampler).items():
+                logger.record_tabular(key, value)
         self._log_infos(traj_infos)
         diagnostics = logger.dump_tabular(with_prefix=False)
 

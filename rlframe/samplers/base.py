@@ -133,5 +133,10 @@ class BaseSampler:
     def evaluate_agent(self, itr: int) -> list[TrajInfo]:
         raise NotImplementedError
 
+    def diagnostics(self) -> dict[str, float]:
+        """The sampler's own figures for the runner's diagnostics rows (e.g. a Ray
+        sampler's ``WorkerRestarts``); none by default."""
+        return {}
+
     def shutdown(self) -> None:
         pass

@@ -80,6 +80,11 @@ class RaySamplerWorker:
         """Answers once the constructor finished (envs built and decorrelated)."""
         return True
 
+    def node_id(self) -> str:
+        """The Ray node this actor runs on (hex id); answers once the actor is ready."""
+        import ray  # Present: this runs in a Ray actor.
+        return ray.get_runtime_context().get_node_id()
+
     def _load_params(self, version: int, params_ref: list[Any]) -> None:
         """Load the agent's parameters if ``version`` is newer than the loaded one.
 
