@@ -206,7 +206,7 @@ class RaySampler(BaseSampler):
                 f"{self.placement_strategy!r}); available: {ray.available_resources()}."
             ) from None
         WorkerActor = ray.remote(RaySamplerWorker)
-        agent_ref = ray.put(self.agent)  # One copy for all workers.
+        agent_ref = ray.put(self._agent_for_workers())  # One copy for all workers.
         eval_n_envs_per, eval_max_T, eval_max_trajs = self._eval_split()
         self.workers = []
         for w in range(self.n_workers):
@@ -230,6 +230,10 @@ class RaySampler(BaseSampler):
                 eval_max_trajectories=eval_max_trajs, eval_env_seed=seed + w * eval_n_envs_per,
                 torch_threads=torch_threads))
         self._get([worker.ready.remote() for worker in self.workers])
+
+    def _agent_for_workers(self) -> BaseAgent:
+        """The agent every worker gets a copy of (pickled once into the object store)."""
+        return self.agent
 
     def _eval_split(self) -> tuple[int, int, int | None]:
         """Per worker: evaluation envs, time steps and trajectories to stop at."""
