@@ -55,7 +55,8 @@ def test_ray_sampler_arguments_are_checked_too():
 
 
 class Descendants(Callback):
-    """Every descendant process of this (the test's) process, recorded at every log row."""
+    """Every descendant process of this (the test's) process, recorded at startup and at
+    every log row."""
 
     def __init__(self):
         self.seen = {}
@@ -63,9 +64,12 @@ class Descendants(Callback):
     def record(self):
         for p in psutil.Process().children(recursive=True):
             try:
-                self.seen.setdefault(p.pid, (p, " ".join(p.cmdline())[:200]))
+                cmd = " ".join(p.cmdline())[:200]
             except psutil.Error:
-                pass
+                continue
+            # multiprocessing's helpers serve this process for its whole life.
+            if "resource_tracker" not in cmd and "forkserver" not in cmd:
+                self.seen.setdefault(p.pid, (p, cmd))
 
     def on_startup(self, runner):
         time.sleep(1.)  # The sampler process starts Ray and its actors.

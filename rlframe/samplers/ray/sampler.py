@@ -13,9 +13,11 @@ from __future__ import annotations
 import logging
 import math
 import socket
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
+import torch
 
 from rlframe.samplers.base import BaseSampler
 from rlframe.samplers.buffer import build_samples_buffer
@@ -60,6 +62,14 @@ def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
             f"No Ray cluster reachable at ray_address={address!r} ({error}). Start one with "
             "`ray start --head` and pass the address it prints, or ray_address=None for "
             "a local Ray.") from None
+
+
+def _cpu_state(state: Any) -> Any:
+    """A state dict's tensors on the CPU, detached; nested dicts (an agent's several
+    models, e.g. DqnAgent's ``{"model": ..., "target": ...}``) are walked."""
+    if isinstance(state, Mapping):
+        return {k: _cpu_state(v) for k, v in state.items()}
+    return state.detach().cpu() if isinstance(state, torch.Tensor) else state
 
 
 class RaySampler(BaseSampler):
@@ -174,7 +184,9 @@ class RaySampler(BaseSampler):
                 return  # The caller's Ray: use it, leave it running.
             n_cpus = max(1, math.ceil(self.n_workers * self.num_cpus))
             n_gpus = math.ceil(self.n_workers * self.num_gpus)
-            ray.init(num_cpus=n_cpus, num_gpus=n_gpus or None, **quiet)
+            # "local": a new Ray, never one found through RAY_ADDRESS or the machine's
+            # last started cluster (someone else's, on a shared machine).
+            ray.init(address="local", num_cpus=n_cpus, num_gpus=n_gpus or None, **quiet)
             self._owns_ray = True
             return
         if ray.is_initialized():
@@ -254,7 +266,7 @@ class RaySampler(BaseSampler):
         """Put the agent's current parameters in the object store once, for every worker;
         returns ``(version, [ObjectRef])``."""
         import ray
-        state = {k: v.detach().cpu() for k, v in self.agent.state_dict().items()}
+        state = _cpu_state(self.agent.state_dict())
         self._params_version += 1
         return self._params_version, [ray.put(state)]
 
