@@ -4,6 +4,9 @@ import math
 import os
 import pickle
 import re
+import signal
+import subprocess
+import sys
 import time
 
 import psutil
@@ -21,11 +24,13 @@ from rlframe.samplers.ray import AsyncRaySampler  # noqa: E402
 from rlframe.samplers.serial.sampler import SerialSampler  # noqa: E402
 from rlframe.utils.launching.affinity import make_affinity  # noqa: E402
 from rlframe.utils.logging.context import logger_context  # noqa: E402
+from conftest import start_script, wait_for_line  # noqa: E402
 from samplers_helpers import CrashingEnv, GreedyAgent, flat_leaves  # noqa: E402
 from test_async_rl import AFFINITY, LEAD_STEPS, cartpole_agent, cartpole_dqn  # noqa: E402
 
 ENV = dict(id="CartPole-v1")
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+EXAMPLE = os.path.join(os.path.dirname(TESTS_DIR), "examples", "example_dqn_async_ray.py")
 
 
 @pytest.fixture(scope="module")
@@ -123,11 +128,59 @@ def test_dqn_async_ray_reaches_475_on_cartpole_and_leaves_nothing(in_tmp_cwd):
         time.sleep(0.3)
     assert not left, [descendants.seen[p.pid][1] for p in left]
     assert not ray.is_initialized()
-    # rlframe's shared memory is anonymous; torch's and multiprocessing's files name their pid.
-    pids = {str(pid) for pid in descendants.seen} | {str(os.getpid())}
-    new = {name for name in shm_entries() - shm_before
-           if set(re.findall(r"\d+", name)) & pids}
-    assert not new, new
+    assert not new_shm_of(set(descendants.seen) | {os.getpid()}, shm_before)
+
+
+def new_shm_of(pids, shm_before):
+    """New /dev/shm entries whose name holds one of ``pids`` (torch's and
+    multiprocessing's files name the creating process; rlframe's are anonymous)."""
+    pids = {str(pid) for pid in pids}
+    return {name for name in shm_entries() - shm_before if set(re.findall(r"\d+", name)) & pids}
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("how", ["ctrl_c", "master_killed"])
+def test_an_interrupted_run_leaves_nothing(how, in_tmp_cwd):
+    """Ctrl-C (SIGINT to the process group), or SIGKILL to the master: the sampler
+    process, its Ray and the actors end too."""
+    shm_before = shm_entries()
+    process = start_script([sys.executable, EXAMPLE, "--n_steps", "1e7", "--seed", "1"],
+                           cwd=in_tmp_cwd)
+    try:
+        wait_for_line(process, "AsyncRaySampler initialized", timeout=120.)
+        time.sleep(2.)  # Sampling and training.
+        root = psutil.Process(process.pid)
+        tree = {p.pid: p for p in [root] + root.children(recursive=True)}
+        commands = []
+        for p in tree.values():
+            try:
+                commands.append(" ".join(p.cmdline()))
+            except psutil.Error:
+                pass
+        assert any("raylet" in cmd for cmd in commands), commands
+        assert sum("RaySamplerWorker" in cmd for cmd in commands) == 2, commands
+        if how == "ctrl_c":
+            os.killpg(process.pid, signal.SIGINT)
+        else:
+            root.kill()
+        try:
+            output, _ = process.communicate(timeout=60.)
+        except subprocess.TimeoutExpired:
+            output = ""
+        _, left = psutil.wait_procs(list(tree.values()), timeout=30.)
+        left = [p for p in left if alive(p)]
+        names = [p.name() for p in left]
+        for p in left:
+            p.kill()
+        assert not left, (names, output[-3000:])
+        assert process.returncode != 0
+        if how == "ctrl_c":
+            assert "AsyncRaySampler shut down" in output, output[-3000:]
+        assert not new_shm_of(tree, shm_before)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
 
 
 # ------------------------------------------------------------------ with this process's Ray

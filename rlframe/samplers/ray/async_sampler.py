@@ -20,9 +20,12 @@ from __future__ import annotations
 import collections
 import copy
 import os
+import signal
 import sys
-from typing import TYPE_CHECKING, Any
+import threading
+from typing import TYPE_CHECKING, Any, Callable
 
+import psutil
 import torch
 
 from rlframe.samplers.async_.base import AsyncSamplerMixin
@@ -32,6 +35,8 @@ from rlframe.utils.checks import positive_int
 from rlframe.utils.launching.pinning import pin_master, set_cpu_affinity
 from rlframe.utils.logging import logger
 from rlframe.utils.seed import set_seed
+
+STOP_TIMEOUT_S = 3.  # A local Ray's process left after ray.shutdown(): SIGTERM, then SIGKILL.
 
 if TYPE_CHECKING:
     from multiprocessing.context import BaseContext
@@ -44,6 +49,56 @@ def _ray_connected() -> bool:
     """Whether this process is connected to Ray (without importing Ray if it is not)."""
     ray = sys.modules.get("ray")
     return ray is not None and ray.is_initialized()
+
+
+def _stop_ray_on_sigterm(ray_processes: Callable[[], list[psutil.Process]]) -> None:
+    """On SIGTERM, stop the processes ``ray_processes()`` lists, then exit at once.
+
+    The runner's sampler process gets SIGTERM when the main process dies (or stops it
+    by force). The signal may arrive inside a Ray call, where unwinding through
+    Python is not dependable and a later Ray call may wait on the processes just
+    stopped; so the handler calls no Ray API: it stops a local Ray's processes (the
+    actors among them) with plain signals and ends the process. Actors on a cluster
+    end with this process, their owner.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        try:
+            _stop(ray_processes())
+        finally:
+            os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def _with_descendants(processes: list[psutil.Process]) -> list[psutil.Process]:
+    """``processes`` still running, and their descendants."""
+    found = []
+    for process in processes:
+        try:
+            found += [process] + process.children(recursive=True)
+        except psutil.Error:  # Gone already.
+            continue
+    return found
+
+
+def _stop(processes: list[psutil.Process], timeout: float = STOP_TIMEOUT_S) -> None:
+    """Terminate ``processes`` still running; kill those left after ``timeout`` seconds."""
+    for process in processes:
+        try:
+            process.terminate()
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(processes, timeout=timeout)
+    for process in alive:
+        try:
+            process.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(alive, timeout=timeout)
 
 
 class AsyncRaySampler(AsyncSamplerMixin, RaySampler):
@@ -62,7 +117,8 @@ class AsyncRaySampler(AsyncSamplerMixin, RaySampler):
             optimizer had published when the batch was returned.
 
     ``ray_address=None`` starts a local Ray in the sampler process, which
-    :meth:`shutdown` stops (Ray's processes also end with that process). Worker
+    :meth:`shutdown` stops, every process of it; so does SIGTERM in the runner's
+    sampler process (which gets it when the main process dies). Worker
     ``w`` is seeded ``seed + w``, env ``b`` of the batch ``seed + b``.
     """
 
@@ -76,6 +132,7 @@ class AsyncRaySampler(AsyncSamplerMixin, RaySampler):
         self._restarts: Any = None  # Shared with the master's copy (diagnostics).
         self._master_pid: int | None = None
         self._master_ray = False
+        self._ray_daemons: list[psutil.Process] = []  # Of the local Ray started here.
 
     # ---- master process ----------------------------------------------------------------
 
@@ -127,7 +184,13 @@ class AsyncRaySampler(AsyncSamplerMixin, RaySampler):
             if pinned and self.ray_address is None and not ray.is_initialized():
                 # A local Ray's processes inherit this process's CPUs.
                 set_cpu_affinity(affinity.get("all_cpus"))
+            children = {p.pid for p in psutil.Process().children()}
             self._connect(ray)
+            if self._owns_ray:  # Its daemons are this process's new children.
+                self._ray_daemons = [p for p in psutil.Process().children()
+                                     if p.pid not in children]
+            if os.getpid() != self._master_pid:  # After ray.init, which sets a handler too.
+                _stop_ray_on_sigterm(lambda: _with_descendants(self._ray_daemons))
             pin_master(affinity)
             self._start_workers(ray, self.seed, 0, self.bootstrap_value, threads)
         except BaseException:
@@ -229,10 +292,18 @@ class AsyncRaySampler(AsyncSamplerMixin, RaySampler):
 
     def shutdown(self) -> None:
         """Drop the queued calls, kill the workers, free their resources and stop the
-        local Ray this sampler started (also after errors; safe to call twice)."""
+        local Ray this sampler started, every process of it (also after errors; safe
+        to call twice)."""
         self._in_flight = []
         self._params = None
-        super().shutdown()
+        ray_processes = _with_descendants(self._ray_daemons)
+        self._ray_daemons = []
+        try:
+            super().shutdown()
+        finally:
+            # ray.shutdown() stops the daemons it started; processes those started in
+            # turn (the raylet's agents) may take a minute to notice, if still starting.
+            _stop(ray_processes)
 
     def __getstate__(self) -> dict:
         if self.workers:
