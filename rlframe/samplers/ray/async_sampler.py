@@ -114,7 +114,9 @@ class AsyncRaySampler(AsyncSamplerMixin, RaySampler):
             the cost is staleness: a call carries the parameters of the moment
             it was queued, so a batch may come from parameters up to
             ``max_batches_in_flight`` sampler iterations older than those the
-            optimizer had published when the batch was returned.
+            optimizer had published when the batch was returned (parameters sent
+            after ``obtain_samples(k)`` first act in the batch returned by
+            ``obtain_samples(k + max_batches_in_flight + 1)``).
 
     ``ray_address=None`` starts a local Ray in the sampler process, which
     :meth:`shutdown` stops, every process of it; so does SIGTERM in the runner's
