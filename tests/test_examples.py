@@ -30,6 +30,8 @@ CASES = {
                             "--seed", "1"],
     "example_dqn_async.py": ["--sampler", "cpu", "--n_steps", "2048", "--log_interval_steps",
                              "1024", "--seed", "1"],
+    "example_dqn_async_ray.py": ["--n_workers", "2", "--n_steps", "2048",
+                                 "--log_interval_steps", "1024", "--seed", "1"],
     "example_sac_async.py": ["--n_steps", "400", "--log_interval_steps", "200",
                              "--min_steps_learn", "100", "--seed", "1"],
     "example_dqn_atari.py": ["--n_steps", "400", "--log_interval_steps", "200",

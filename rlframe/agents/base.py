@@ -469,6 +469,12 @@ class BaseAgent:
                 self._copy_model(self.shared_model, self.model)
             self._send_count.value += 1
 
+    @property
+    def recv_count(self) -> int:
+        """Hand-overs taken by :meth:`recv_shared_memory` in this process: the sender's
+        count at the last take (0 before any), so it changes only with new parameters."""
+        return self._recv_count
+
     def recv_shared_memory(self) -> None:
         """Sampler side of asynchronous mode: take parameters if new ones were sent."""
         if (self.shared_model is None or self.shared_model is self.model

@@ -19,9 +19,11 @@ import math
 import re
 import socket
 import warnings
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
+import torch
 
 from rlframe.samplers.base import BaseSampler
 from rlframe.samplers.buffer import build_samples_buffer
@@ -87,6 +89,14 @@ def error_summary(error: BaseException) -> str:
         return f"{type(cause).__name__}: {error_text(cause)}".splitlines()[0]
     lines = [line.strip() for line in error_text(error).splitlines() if line.strip()]
     return lines[0] if lines else type(error).__name__
+
+
+def _cpu_state(state: Any) -> Any:
+    """A state dict's tensors on the CPU, detached; nested dicts (an agent's several
+    models, e.g. DqnAgent's ``{"model": ..., "target": ...}``) are walked."""
+    if isinstance(state, Mapping):
+        return {k: _cpu_state(v) for k, v in state.items()}
+    return state.detach().cpu() if isinstance(state, torch.Tensor) else state
 
 
 class RaySampler(BaseSampler):
@@ -228,7 +238,9 @@ class RaySampler(BaseSampler):
                 return  # The caller's Ray: use it, leave it running.
             n_cpus = max(1, math.ceil(self.n_workers * self.num_cpus))
             n_gpus = math.ceil(self.n_workers * self.num_gpus)
-            ray.init(num_cpus=n_cpus, num_gpus=n_gpus or None, **quiet)
+            # "local": a new Ray, never one found through RAY_ADDRESS or the machine's
+            # last started cluster (someone else's, on a shared machine).
+            ray.init(address="local", num_cpus=n_cpus, num_gpus=n_gpus or None, **quiet)
             self._owns_ray = True
             return
         if ray.is_initialized():
@@ -261,7 +273,7 @@ class RaySampler(BaseSampler):
         self._worker_kwargs = dict(
             seed=seed, env_rank_offset=env_rank_offset, bootstrap_value=bootstrap_value,
             torch_threads=torch_threads,
-            agent_ref=ray.put(self.agent))  # One CPU copy for all workers, restarts too.
+            agent_ref=ray.put(self._agent_for_workers()))  # One copy for all, restarts too.
         self.workers = [self._make_worker(w) for w in range(self.n_workers)]
         self.worker_nodes = self._get([worker.node_id.remote() for worker in self.workers])
 
@@ -387,6 +399,10 @@ class RaySampler(BaseSampler):
             f"{self.num_gpus} GPUs) within {PLACEMENT_TIMEOUT_S:.0f} s; available: "
             f"{ray.available_resources()}.")
 
+    def _agent_for_workers(self) -> BaseAgent:
+        """The agent every worker gets a copy of (pickled once into the object store)."""
+        return self.agent
+
     def _eval_split(self) -> tuple[int, int, int | None]:
         """Per worker: evaluation envs, time steps and trajectories to stop at."""
         if self.eval_n_envs == 0:
@@ -406,7 +422,7 @@ class RaySampler(BaseSampler):
         """Put the agent's current parameters in the object store once, for every worker;
         returns ``(version, [ObjectRef])``."""
         import ray
-        state = {k: v.detach().cpu() for k, v in self.agent.state_dict().items()}
+        state = _cpu_state(self.agent.state_dict())
         self._params_version += 1
         return self._params_version, [ray.put(state)]
 
