@@ -174,7 +174,8 @@ class RaySampler(BaseSampler):
                 return  # The caller's Ray: use it, leave it running.
             n_cpus = max(1, math.ceil(self.n_workers * self.num_cpus))
             n_gpus = math.ceil(self.n_workers * self.num_gpus)
-            ray.init(num_cpus=n_cpus, num_gpus=n_gpus or None, **quiet)
+            # "local": a new Ray of its own, even where `ray start` left a cluster to find.
+            ray.init(address="local", num_cpus=n_cpus, num_gpus=n_gpus or None, **quiet)
             self._owns_ray = True
             return
         if ray.is_initialized():
