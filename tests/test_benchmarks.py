@@ -33,6 +33,7 @@ CASES = {
                                 "--n_itr", "2"],
     "sync_scaling.py": ["--env_id", "Pendulum-v1", "--batch_T", "64", "--itrs", "3",
                         "--rounds", "1"],
+    "ray_sampling.py": ["--quick", "--env_id", "Pendulum-v1"],
 }
 RATIO = {  # What each script's table prints next to its figures.
     "sampler_throughput.py": r"\d+\.\d\d\s+\d+\.\d\d",
@@ -50,8 +51,12 @@ RATIO = {  # What each script's table prints next to its figures.
     "atari_env_throughput.py": (r"(?s)AtariEnv\s+[\d,]+\s+\d\.\d\d\n.*"
                                 r"Cpu, 2 workers\s+[\d,]+\s+\d+\.\d\d"),
     "sync_scaling.py": r"2 ranks x 1 thread\s+\d+\s+\d+\.\d\s+\d+\.\d\dx",
+    "ray_sampling.py": (r"(?s)\n\s+4\s+16(\s+[\d,]+){2}\s+\d+\.\d\d.*"
+                        r"all data movement per iteration\s+\d+\.\d\d ms.*"
+                        r"32x32 model: .*with transfers: .*N\* = \d+ node"),
 }
-NEEDS = {"vs_sb3.py": "stable_baselines3"}  # Optional packages a script compares against.
+# Optional packages a script compares against or needs.
+NEEDS = {"vs_sb3.py": "stable_baselines3", "ray_sampling.py": "ray"}
 JSON_OUTPUTS = {"vs_sb3.py": ("vs_sb3.json", ["sampling", "ppo"])}  # File, top-level keys.
 
 
@@ -65,7 +70,7 @@ def test_every_benchmark_has_a_case():
 def test_benchmark_runs(script, tmp_path):
     if script in NEEDS and importlib.util.find_spec(NEEDS[script]) is None:
         pytest.skip(f"{script} needs {NEEDS[script]}, which is not installed (not a "
-                    "dependency of rlframe)")
+                    "core dependency of rlframe)")
     env = dict(os.environ, RLFRAME_PROGRESS="0", RLFRAME_DATA_DIR=str(tmp_path))
     result = subprocess.run([sys.executable, os.path.join(BENCHMARKS, script)] + CASES[script],
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=280)

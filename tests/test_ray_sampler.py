@@ -120,6 +120,38 @@ def test_missing_ray_names_the_extra(monkeypatch):
         sampler.initialize(CategoricalPgAgent())
 
 
+def _initialize_in_fork(errors):
+    sampler = RaySampler(EnvCls=gym_make, env_kwargs=ENV, batch_T=4, batch_B=2)
+    try:
+        sampler.initialize(CategoricalPgAgent(), seed=0)
+        errors.put("initialized")
+    except Exception as error:  # noqa: BLE001 - sent to the test.
+        errors.put(f"{type(error).__name__}: {error}")
+    finally:
+        sampler.shutdown()
+
+
+def test_a_fork_of_a_process_that_used_ray_fails_clearly(monkeypatch):
+    """Ray cannot start in a process forked from one that used it (ray.init hangs
+    there): the sampler says so at once and names the start methods that work."""
+    import multiprocessing as mp
+
+    import rlframe.samplers.ray.sampler as ray_sampler
+    monkeypatch.setattr(ray_sampler, "_RAY_USED_BY_PID", os.getpid())
+    ctx = mp.get_context("fork")
+    errors = ctx.Queue()
+    child = ctx.Process(target=_initialize_in_fork, args=(errors,))
+    child.start()
+    try:
+        message = errors.get(timeout=60)
+    finally:
+        child.join(30)
+        if child.is_alive():
+            child.kill()
+    assert message.startswith("RuntimeError") and "forked" in message, message
+    assert "start_method='forkserver'" in message
+
+
 def test_own_ray_is_started_and_stopped(pythonpath_with_tests):
     """With no Ray running, the sampler starts one and shutdown() leaves nothing behind."""
     assert not ray.is_initialized()

@@ -13,6 +13,11 @@ Two ways to start the ranks run the same script unchanged:
 * ``torchrun --nnodes=N --nproc_per_node=M train.py``: every process joins
   torchrun's process group; ``affinity`` is this process's dict, or a list
   indexed by ``LOCAL_RANK``.
+
+Each rank has its own sampler. A RaySampler with ``ray_address=None`` starts a
+local Ray of its rank's own and stops it when the rank ends (also when it or
+another rank fails); with a cluster address every rank's workers join that one
+cluster.
 """
 from __future__ import annotations
 
@@ -64,6 +69,8 @@ class SyncRlMixin:
         start_method: how rank 0 starts ranks 1.. (``"fork"``, ``"forkserver"``,
             ``"spawn"``; None: the multiprocessing default). Under spawn and
             forkserver the runner, with its algo, agent and sampler, must pickle.
+            A process that has already run Ray cannot fork a rank that starts
+            Ray again (a RaySampler's): use ``"forkserver"`` or ``"spawn"`` there.
         pg_timeout: seconds a rank waits in a collective (e.g. while rank 0
             evaluates) before it gives up with an error.
         batch_scaling: ``"weak"`` (rlpyt's): the sampler's ``batch_B`` and the

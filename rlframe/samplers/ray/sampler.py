@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import re
 import socket
 import warnings
@@ -49,6 +50,7 @@ BUNDLE_WAIT_S = 20.
 # Restart r (1, 2, ...) of a worker adds r * RESTART_SEED_OFFSET to each of its seeds,
 # so the new envs do not replay the lost ones' episodes.
 RESTART_SEED_OFFSET = 1_000_003
+_RAY_USED_BY_PID: int | None = None  # The process that connected to Ray (forks inherit it).
 INSTALL_HINT = 'RaySampler needs Ray: pip install "rlframe[ray]"'
 
 
@@ -231,8 +233,18 @@ class RaySampler(BaseSampler):
 
     def _connect(self, ray: Any) -> None:
         """Start a local Ray (``ray_address=None``) or join the cluster at ``ray_address``."""
+        global _RAY_USED_BY_PID
+        if _RAY_USED_BY_PID not in (None, os.getpid()):
+            # Ray's client state (gRPC threads) does not survive a fork: a process forked
+            # from one that used Ray hangs in ray.init.
+            raise RuntimeError(
+                f"{type(self).__name__}: this process was forked from one (pid "
+                f"{_RAY_USED_BY_PID}) that had used Ray, and Ray cannot start in such a "
+                "process. Start the runner's processes with start_method='forkserver' or "
+                "'spawn', or build the Ray samplers before anything uses Ray.")
         quiet = dict(include_dashboard=False, log_to_driver=False,
                      logging_level=logging.WARNING)
+        _RAY_USED_BY_PID = os.getpid()
         if self.ray_address is None:
             if ray.is_initialized():
                 return  # The caller's Ray: use it, leave it running.
