@@ -28,6 +28,7 @@ from conftest import start_script, wait_for_line  # noqa: E402
 from samplers_helpers import (CrashingEnv, GreedyAgent, MarkerCrashEnv,  # noqa: E402
                               flat_leaves)
 from test_async_rl import AFFINITY, LEAD_STEPS, cartpole_agent, cartpole_dqn  # noqa: E402
+from test_async_rl import _running as alive, shm_entries  # noqa: E402
 
 ENV = dict(id="CartPole-v1")
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -83,17 +84,6 @@ class Descendants(Callback):
 
     def on_log(self, runner, itr, diagnostics):
         self.record()
-
-
-def shm_entries():
-    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
-
-
-def alive(process):
-    try:
-        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 @pytest.mark.timeout(240)

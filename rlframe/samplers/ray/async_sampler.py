@@ -50,14 +50,18 @@ def _ray_connected() -> bool:
     return ray is not None and ray.is_initialized()
 
 
-def _stop_ray_on_sigterm(ray_processes: Callable[[], list[psutil.Process]]) -> None:
-    """On SIGTERM, stop the processes ``ray_processes()`` lists, then exit at once.
+def _stop_ray_on_sigterm(ray_processes: Callable[[], list[psutil.Process]],
+                         known: Callable[[], list[psutil.Process]]) -> None:
+    """On SIGTERM, kill a local Ray's processes, then exit at once.
 
     The runner's sampler process gets SIGTERM when the main process dies (or stops it
     by force). The signal may arrive inside a Ray call, where unwinding through
     Python is not dependable and a later Ray call may wait on the processes just
-    stopped; so the handler calls no Ray API: it stops a local Ray's processes (the
-    actors among them) with plain signals and ends the process. Actors on a cluster
+    stopped; so the handler calls no Ray API. This process may itself be killed
+    moments later (Ray's processes fate-share with one another), and the raylet's
+    agents outlive a killed raylet: so the processes ``known()`` lists (recorded
+    once the workers were ready) are killed first, with one signal each, before
+    ``ray_processes()`` walks the process tree for any others. Actors on a cluster
     end with this process, their owner.
     """
     if threading.current_thread() is not threading.main_thread():
@@ -66,6 +70,11 @@ def _stop_ray_on_sigterm(ray_processes: Callable[[], list[psutil.Process]]) -> N
     def handler(signum: int, frame: Any) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         try:
+            for process in known():
+                try:
+                    process.kill()  # Checks the pid was not reused.
+                except psutil.Error:
+                    pass
             _stop(ray_processes())
         finally:
             os._exit(128 + signum)
@@ -134,6 +143,7 @@ class AsyncRaySampler(AsyncSamplerMixin, RaySampler):
         self._master_pid: int | None = None
         self._master_ray = False
         self._ray_daemons: list[psutil.Process] = []  # Of the local Ray started here.
+        self._ray_processes: list[psutil.Process] = []  # All of them, once workers are ready.
 
     # ---- master process ----------------------------------------------------------------
 
@@ -191,9 +201,12 @@ class AsyncRaySampler(AsyncSamplerMixin, RaySampler):
                 self._ray_daemons = [p for p in psutil.Process().children()
                                      if p.pid not in children]
             if os.getpid() != self._master_pid:  # After ray.init, which sets a handler too.
-                _stop_ray_on_sigterm(lambda: _with_descendants(self._ray_daemons))
+                _stop_ray_on_sigterm(lambda: _with_descendants(self._ray_daemons),
+                                     lambda: self._ray_processes)
             pin_master(affinity)
             self._start_workers(ray, self.seed, 0, self.bootstrap_value, threads)
+            # The raylet's agents and the actors are up by now.
+            self._ray_processes = _with_descendants(self._ray_daemons)
         except BaseException:
             self.shutdown()
             raise
@@ -307,7 +320,7 @@ class AsyncRaySampler(AsyncSamplerMixin, RaySampler):
         self._in_flight = []
         self._params = None
         ray_processes = _with_descendants(self._ray_daemons)
-        self._ray_daemons = []
+        self._ray_daemons, self._ray_processes = [], []
         try:
             super().shutdown()
         finally:
