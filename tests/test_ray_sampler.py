@@ -121,6 +121,9 @@ def test_missing_ray_names_the_extra(monkeypatch):
 
 
 def _initialize_in_fork(errors):
+    # A forked child that uses torch's thread pool as its parent did can hang: one thread,
+    # as the project's own forked processes do.
+    torch.set_num_threads(1)
     sampler = RaySampler(EnvCls=gym_make, env_kwargs=ENV, batch_T=4, batch_B=2)
     try:
         sampler.initialize(CategoricalPgAgent(), seed=0)
