@@ -173,6 +173,15 @@ def test_own_ray_is_started_and_stopped(pythonpath_with_tests):
     assert_no_ray_processes(seen)
 
 
+def test_a_sampler_built_while_connected_to_ray_marks_forks_of_this_process(local_ray):
+    """A script's own Ray counts as use: its forks then refuse to start Ray."""
+    import rlframe.samplers.ray.sampler as ray_sampler
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ray_sampler, "_RAY_USED_BY_PID", None)
+        RaySampler(EnvCls=gym_make, env_kwargs=ENV, batch_T=4, batch_B=2)
+        assert ray_sampler._RAY_USED_BY_PID == os.getpid()
+
+
 def collect(SamplerCls, CollectorCls, n_batches=3, **kwargs):
     set_seed(0)
     sampler = SamplerCls(EnvCls=gym_make, env_kwargs=ENV, batch_T=40, batch_B=4,

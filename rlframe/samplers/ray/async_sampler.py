@@ -21,7 +21,6 @@ import collections
 import copy
 import os
 import signal
-import sys
 import threading
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -42,12 +41,6 @@ if TYPE_CHECKING:
 
     from rlframe.agents.base import BaseAgent
     from rlframe.samplers.collections import Examples, Samples, TrajInfo
-
-
-def _ray_connected() -> bool:
-    """Whether this process is connected to Ray (without importing Ray if it is not)."""
-    ray = sys.modules.get("ray")
-    return ray is not None and ray.is_initialized()
 
 
 def _stop_ray_on_sigterm(ray_processes: Callable[[], list[psutil.Process]],
@@ -141,7 +134,6 @@ class AsyncRaySampler(AsyncSamplerMixin, RaySampler):
         self._published_recv_count = -1  # The agent's hand-over count at the last publish.
         self._restarts: Any = None  # Shared with the master's copy (diagnostics).
         self._master_pid: int | None = None
-        self._master_ray = False
         self._ray_daemons: list[psutil.Process] = []  # Of the local Ray started here.
         self._ray_processes: list[psutil.Process] = []  # All of them, once workers are ready.
 
@@ -156,7 +148,6 @@ class AsyncRaySampler(AsyncSamplerMixin, RaySampler):
                                           traj_info_kwargs=traj_info_kwargs, seed=seed, ctx=ctx)
         self.bootstrap_value = bootstrap_value
         self._master_pid = os.getpid()
-        self._master_ray = _ray_connected()
         self._restarts = self._handles_context(ctx).RawValue("l", 0)
         return result
 
@@ -177,13 +168,6 @@ class AsyncRaySampler(AsyncSamplerMixin, RaySampler):
                 ``workers_cpus`` is not needed (Ray places the workers).
         """
         ray = import_ray()
-        if os.getpid() != self._master_pid and self._master_ray and ray.is_initialized():
-            # A forked child sees its parent's Ray connection, which it cannot use.
-            raise RuntimeError(
-                f"{type(self).__name__}: the runner's process was connected to Ray when the "
-                "sampler process was forked from it, and a forked process cannot use that "
-                "connection. Call ray.shutdown() before train(), or run with "
-                "start_method='spawn'.")
         affinity = {} if affinity is None else affinity
         torch.set_num_threads(1)  # This process only moves batches and parameters.
         set_seed(self.seed)

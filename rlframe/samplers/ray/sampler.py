@@ -19,6 +19,7 @@ import math
 import os
 import re
 import socket
+import sys
 import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable
@@ -61,6 +62,17 @@ def import_ray() -> Any:
     except ImportError as error:
         raise ImportError(f"{INSTALL_HINT} ({error}).") from error
     return ray
+
+
+def note_ray_in_use() -> None:
+    """Record this process as one that uses Ray, if it is connected to one (Ray is not
+    imported here when nothing imported it): processes forked from it cannot start Ray."""
+    global _RAY_USED_BY_PID
+    if _RAY_USED_BY_PID is not None:
+        return  # Known already, or a fork of a process that used Ray: no Ray call here.
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        _RAY_USED_BY_PID = os.getpid()
 
 
 def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
@@ -162,6 +174,7 @@ class RaySampler(BaseSampler):
             raise ValueError(f"placement_strategy={placement_strategy!r} must be one of "
                              f"{PLACEMENT_STRATEGIES}.")
         self.ray_address = ray_address
+        note_ray_in_use()  # A script's own Ray, before the runner forks.
         self.num_cpus = num_cpus
         self.num_gpus = num_gpus
         self.placement_strategy = placement_strategy
