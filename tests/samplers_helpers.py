@@ -108,6 +108,11 @@ def is_ray_command(cmd):
     return any(name in cmd for name in RAY_PROCESS_NAMES) and "pytest" not in cmd
 
 
+def is_raylet(cmd):
+    """Whether a command line is a raylet's (its program, whatever the install path)."""
+    return bool(cmd) and os.path.basename(cmd.split()[0]) == "raylet"
+
+
 def command(process):
     """A psutil.Process's command line ("" once it exited)."""
     import psutil
