@@ -13,8 +13,9 @@ asymmetric or per-component bounds can be rescaled first, e.g. with
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 import numpy as np
 import torch
@@ -90,6 +91,28 @@ def accepts_kwarg(cls: type, name: str) -> bool:
 def unwrap(model: torch.nn.Module) -> torch.nn.Module:
     """The module inside a DistributedDataParallel wrapper (else ``model`` itself)."""
     return model.module if isinstance(model, DDP) else model
+
+
+@contextlib.contextmanager
+def without_weight_grads(*models: torch.nn.Module) -> Iterator[list[torch.nn.Module]]:
+    """Run ``models`` so that their outputs record no gradient for their weights.
+
+    Yields the models with any DistributedDataParallel wrapper removed; call
+    those inside the block. Gradients still flow through them to their inputs.
+    The policy losses of DDPG, TD3 and SAC backpropagate ``Q(s, pi(s))`` into
+    the policy and need only the critics' input gradients: skipping their
+    weight gradients saves part of that backward pass, and under DDP the
+    wrapper would otherwise all-reduce gradients nobody uses.
+    """
+    modules = [unwrap(m) for m in models]
+    params = [p for m in modules for p in m.parameters() if p.requires_grad]
+    for p in params:
+        p.requires_grad_(False)
+    try:
+        yield modules
+    finally:
+        for p in params:
+            p.requires_grad_(True)
 
 
 class TargetPairs:

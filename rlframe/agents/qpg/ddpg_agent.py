@@ -9,7 +9,8 @@ import torch
 
 from rlframe.agents.base import AgentStep, BaseAgent, step_without_grad, wrap_ddp
 from rlframe.agents.qpg.base import (AgentInfo, LearningStartMixin, TargetPairs, accepts_kwarg,
-                                     chain_parameters, check_continuous_action_space, unwrap)
+                                     chain_parameters, check_continuous_action_space, unwrap,
+                                     without_weight_grads)
 from rlframe.distributions.gaussian import DistInfo, Gaussian
 from rlframe.models.qpg.mlp import MuMlpModel, QofMuMlpModel
 from rlframe.models.utils import strip_ddp_state_dict
@@ -163,9 +164,15 @@ class DdpgAgent(LearningStartMixin, BaseAgent):
 
     def q_at_mu(self, observation: TensorTree, prev_action: torch.Tensor,
                 prev_reward: torch.Tensor) -> torch.Tensor:
-        """Critic value [*lead] of the policy's action, with grad into the policy."""
+        """Critic value [*lead] of the policy's action, with grad into the policy.
+
+        The critic's weights get no gradient from it (the policy step does not
+        use one).
+        """
         inputs = self._model_inputs(observation, prev_action, prev_reward)
-        return self.q_model(*inputs, self.model(*inputs))
+        mu = self.model(*inputs)
+        with without_weight_grads(self.q_model) as (q_model,):
+            return q_model(*inputs, mu)
 
     @torch.no_grad()
     def target_q_at_mu(self, observation: TensorTree, prev_action: torch.Tensor,

@@ -11,7 +11,8 @@ import torch
 
 from rlframe.agents.base import AgentStep, BaseAgent, step_without_grad, wrap_ddp
 from rlframe.agents.qpg.base import (LearningStartMixin, TargetPairs, chain_parameters,
-                                     check_continuous_action_space, unwrap)
+                                     check_continuous_action_space, unwrap,
+                                     without_weight_grads)
 from rlframe.distributions.gaussian import DistInfoStd, Gaussian
 from rlframe.models.qpg.mlp import PiMlpModel, QofMuMlpModel
 from rlframe.models.utils import strip_ddp_state_dict
@@ -190,6 +191,18 @@ class SacAgent(LearningStartMixin, BaseAgent):
         """``(q1, q2)``, each [*lead], of ``action`` (with grad)."""
         inputs = self.to_model_device((observation, prev_action, prev_reward, action))
         return self.q1_model(*inputs), self.q2_model(*inputs)
+
+    def q_for_pi(self, observation: TensorTree, prev_action: torch.Tensor,
+                 prev_reward: torch.Tensor, action: torch.Tensor
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(q1, q2)``, each [*lead], of the policy's ``action``, for the policy loss.
+
+        Gradients reach ``action`` (and through it the policy) but not the
+        critics' weights, which the policy step does not use.
+        """
+        inputs = self.to_model_device((observation, prev_action, prev_reward, action))
+        with without_weight_grads(self.q1_model, self.q2_model) as (q1_model, q2_model):
+            return q1_model(*inputs), q2_model(*inputs)
 
     @torch.no_grad()
     def target_q(self, observation: TensorTree, prev_action: torch.Tensor,

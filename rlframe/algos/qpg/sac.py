@@ -224,7 +224,7 @@ class SAC(OffPolicyAlgorithm):
                 ) -> tuple[torch.Tensor, torch.Tensor, DistInfoStd]:
         """Policy loss; returns ``(loss, log_pi [batch_size], dist_info)``."""
         new_action, log_pi, dist_info = self.agent.pi(*samples.agent_inputs)
-        q1, q2 = self.agent.q(*samples.agent_inputs, new_action)
+        q1, q2 = self.agent.q_for_pi(*samples.agent_inputs, new_action)
         pi_losses = self._alpha * log_pi - torch.min(q1, q2) - self.action_prior_log_pi(new_action)
         return valid_mean(pi_losses, valid), log_pi, dist_info
 
