@@ -6,6 +6,7 @@ from typing import Sequence
 import torch
 import torch.distributed as dist
 
+from rlframe.utils.distributed import sum_over_ranks_
 from rlframe.utils.tensor import infer_leading_dims
 
 
@@ -38,11 +39,10 @@ class RunningMeanStdModel(torch.nn.Module):
         if dist.is_available() and dist.is_initialized():
             # Two passes over the union of all ranks' data: the global mean first, then
             # squared deviations from it, which is exact (not an average of variances).
-            dist.all_reduce(batch_count)
-            dist.all_reduce(batch_sum)
+            count_sum = sum_over_ranks_(torch.cat([batch_count.reshape(1), batch_sum.flatten()]))
+            batch_count, batch_sum = count_sum[0], count_sum[1:].reshape(self.shape)
             batch_mean = batch_sum / batch_count
-            sq_dev = ((x - batch_mean) ** 2).sum(dim=0)
-            dist.all_reduce(sq_dev)
+            sq_dev = sum_over_ranks_(((x - batch_mean) ** 2).sum(dim=0))
             batch_var = sq_dev / batch_count
         else:
             batch_mean = batch_sum / batch_count

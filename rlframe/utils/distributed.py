@@ -136,6 +136,59 @@ def gather_objects(obj: Any, dst: int = 0,
     return gathered
 
 
+def is_gloo_pair(group: dist.ProcessGroup | None = None) -> bool:
+    """Whether ``group`` (default: the world) is a gloo group of exactly two ranks."""
+    return (dist.is_available() and dist.is_initialized()
+            and dist.get_world_size(group) == 2 and dist.get_backend(group) == "gloo")
+
+
+def sum_over_ranks_(tensor: torch.Tensor, group: dist.ProcessGroup | None = None
+                    ) -> torch.Tensor:
+    """Sum a contiguous ``tensor`` over the ranks of ``group``, in place.
+
+    On a gloo group of two ranks, with a CPU tensor, the ranks swap their
+    tensors in one pair of point-to-point messages and each adds the other's:
+    on tensors the size of RL networks' gradients this takes a third to a half
+    of the time of gloo's ``all_reduce``, which waits on several message round
+    trips (``benchmarks/sync_scaling.py``). Float addition commutes, so both
+    ranks get bitwise the same sum. Any other group: ``dist.all_reduce``.
+
+    Returns:
+        ``tensor``.
+    """
+    if tensor.device.type != "cpu" or not is_gloo_pair(group):
+        dist.all_reduce(tensor, group=group)
+        return tensor
+    rank = dist.get_rank(group)
+    peer = 1 - rank if group is None else dist.get_global_rank(group, 1 - rank)
+    other = torch.empty_like(tensor)
+    for work in dist.batch_isend_irecv([dist.P2POp(dist.isend, tensor, peer, group),
+                                        dist.P2POp(dist.irecv, other, peer, group)]):
+        work.wait()
+    return tensor.add_(other)
+
+
+def pair_mean_hook(group: dist.ProcessGroup | None,
+                   bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """DistributedDataParallel communication hook: the mean of a gradient
+    bucket over a gloo group of two ranks, by :func:`sum_over_ranks_`.
+
+    The same numbers as DDP's default hook (divide by the world size, then
+    sum), bitwise. Registered by ``rlframe.agents.base.wrap_ddp`` where it
+    applies.
+    """
+    buffer = bucket.buffer()
+    sum_over_ranks_(buffer.div_(2), group)
+    future: torch.futures.Future[torch.Tensor] = torch.futures.Future()
+    future.set_result(buffer)
+    return future
+
+
+# DDP checks a hook's annotations against these objects; this module's are strings.
+pair_mean_hook.__annotations__.update(
+    {"bucket": dist.GradBucket, "return": torch.futures.Future[torch.Tensor]})
+
+
 def average_gradients(params: Iterable[torch.Tensor]) -> None:
     """Average the gradients of ``params`` over all ranks, in place.
 
@@ -149,8 +202,7 @@ def average_gradients(params: Iterable[torch.Tensor]) -> None:
         return
     for p in params:
         if p.grad is not None:
-            dist.all_reduce(p.grad)
-            p.grad.div_(world_size)
+            sum_over_ranks_(p.grad).div_(world_size)
 
 
 def broadcast_tensors(tensors: Iterable[torch.Tensor], src: int = 0,
