@@ -12,6 +12,8 @@ same networks, with the same optimizers (Adam, one per network), the same
 losses and a soft target update; its batches are drawn with ``torch.randint``
 from preallocated tensors (observation, action, reward, next observation,
 done) of the same size. No gradient norms, no statistics.
+Its policy step backpropagates into the critics' weights too, as most SAC code
+does; the framework's records only the gradient with respect to the action.
 
 A third framework case runs the same algorithm with the non-finite guard off
 (``non_finite_limit = 0``) to show what the guard costs. These include sampling; a second pair of rates
