@@ -103,6 +103,10 @@ class SyncRlMixin:
         self.workers: list = []
         self._ctrl_group: Any = None
         self._error_queue: Any = None
+        # Ranks' reports taken from the queue: (traceback, whether the group broke). Kept,
+        # since rank 0's watchdog thread and its main thread both look for the failure
+        # (each dict.update is atomic; the queue is thread-safe).
+        self._error_reports: dict[int, tuple[str, bool]] = {}
         self._failure: str | None = None
         self._monitor: threading.Thread | None = None
         self._training = False
@@ -273,6 +277,7 @@ class SyncRlMixin:
             return
         ctx = mp.get_context(self.start_method)
         self._error_queue = ctx.Queue()
+        self._error_reports = {}
         for rank in range(1, self.world_size):
             worker = self._worker_copy()
             process = ctx.Process(target=run_sync_rank, daemon=False, name=f"SyncRl-rank{rank}",
@@ -430,7 +435,7 @@ class SyncRlMixin:
         dying rank to be reaped). A rank's own error comes first, then a rank that
         died without one (killed), then ranks that only saw the process group break."""
         deadline = time.time() + wait_s
-        reports: dict[int, tuple[str, bool]] = {}
+        reports = self._error_reports
         while True:
             reports.update({rank: (text, broke) for rank, text, broke
                             in drain_queue(self._error_queue)})
