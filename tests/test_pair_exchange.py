@@ -2,7 +2,6 @@
 messages; the numbers are gloo all_reduce's, bitwise, on both ranks."""
 import multiprocessing as mp
 import os
-import socket
 
 import pytest
 import torch
@@ -11,12 +10,7 @@ import torch.distributed as dist
 from rlframe.agents.base import wrap_ddp
 from rlframe.models.running_mean_std import RunningMeanStdModel
 from rlframe.utils import distributed as rd
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from rlframe.utils.synchronize import find_port
 
 
 def model():
@@ -83,7 +77,7 @@ def rank_main(rank, port, queue):
 def test_two_gloo_ranks_sum_by_exchange_with_all_reduces_numbers():
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    port = free_port()
+    port = find_port(offset=0)
     procs = [ctx.Process(target=rank_main, args=(r, port, queue)) for r in range(2)]
     for p in procs:
         p.start()

@@ -1,7 +1,6 @@
 """DDPG, TD3 and SAC: models, agents, losses, time limits, bad input, seeding."""
 import math
 import os
-import socket
 from collections import namedtuple
 
 import numpy as np
@@ -25,6 +24,7 @@ from rlframe.spaces.float_box import FloatBox
 from rlframe.spaces.int_box import IntBox
 from rlframe.utils.buffer import buffer_func
 from rlframe.utils.seed import set_seed
+from rlframe.utils.synchronize import find_port
 from samplers_helpers import flat_leaves
 
 OBS_DIM, ACT_DIM = 3, 2
@@ -434,15 +434,9 @@ def test_optim_state_dict_round_trip_and_safe_load(name, tmp_path):
 
 
 # --------------------------------------------------------------------- data parallel
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.parametrize("name", sorted(AGENTS))
 def test_data_parallel_wraps_every_trained_net(name):
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}",
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{find_port(offset=0)}",
                             rank=0, world_size=1)
     try:
         algo, agent = make_algo(name)

@@ -20,8 +20,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from rlframe.models.utils import strip_ddp_state_dict
 from rlframe.utils.buffer import buffer_func, buffer_method, buffer_to, torchify_buffer
 from rlframe.utils.collections import namedarraytuple
-from rlframe.utils.logging import logger
 from rlframe.utils.distributed import is_gloo_pair, pair_mean_hook
+from rlframe.utils.logging import logger
 from rlframe.utils.synchronize import RWLock
 
 if TYPE_CHECKING:
