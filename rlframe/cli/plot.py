@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from rlframe.cli import CommandError
 
@@ -44,6 +45,10 @@ def run(args: argparse.Namespace) -> int:
     """Write the plot and print its path; user errors become ``CommandError``."""
     from rlframe.utils.plotting import PlotError, plot_runs
 
+    for run_dir in args.run_dirs:
+        if os.path.exists(run_dir) and not os.path.isdir(run_dir):
+            raise CommandError(f"{run_dir} is a file, not a run directory (a folder holding "
+                               "progress.csv) or a folder holding run_* directories.")
     try:
         path = plot_runs(args.run_dirs, args.out, key=args.key, x_key=args.x_key,
                          title=args.title)

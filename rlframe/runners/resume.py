@@ -16,11 +16,10 @@ import os
 import time
 from typing import Any
 
-import torch
-
-from rlframe.utils.checkpoint import (REPLAY_FILE, SAMPLER_STATE_FILE, load_replay_state,
-                                      load_sampler_state, read_state_file, replay_state,
-                                      rng_state, sampler_state, set_rng_state,
+from rlframe.utils.checkpoint import (REPLAY_FILE, SAMPLER_STATE_FILE, SnapshotError,
+                                      load_agent_state, load_replay_state,
+                                      load_sampler_state, load_snapshot, read_state_file,
+                                      replay_state, rng_state, sampler_state, set_rng_state,
                                       write_state_file)
 from rlframe.utils.logging import logger
 
@@ -69,8 +68,9 @@ def restore(runner: Any, path: str) -> int:
         The first iteration to run: the snapshot's plus one.
 
     Raises:
-        ValueError: if the snapshot was written by a run with another batch size or
-            lacks what resuming needs.
+        SnapshotError: (a ``ValueError``) if the file is not a readable snapshot, was
+            written by a run with another batch size, lacks what resuming needs, or
+            holds a model that does not fit the runner's agent.
     """
     snapshot = _load(path, map_location=runner.agent.device)
     itr = int(snapshot["itr"])
@@ -78,7 +78,7 @@ def restore(runner: Any, path: str) -> int:
     _check_steps(path, snapshot, expected, f"iteration {itr}",
                  f"this runner's iterations of {runner.itr_batch_size} steps make {expected}: "
                  "the sampler's batch_T, batch_B or the number of ranks differ")
-    runner.agent.load_state_dict(snapshot["agent_state_dict"])
+    load_agent_state(runner.agent, snapshot["agent_state_dict"], path)
     runner.algo.load_optim_state_dict(snapshot["optimizer_state_dict"])
     runner.algo.load_state_dict(snapshot["algo_state_dict"])
     _restore_statistics(runner, snapshot["runner_state"])
@@ -102,7 +102,7 @@ def load_async_snapshot(runner: Any, path: str) -> dict:
     _check_steps(path, snapshot, expected, f"sampler iteration {sampler_itr}",
                  f"this sampler's batches of {runner.sampler_batch_size} steps make "
                  f"{expected}: its batch_T or batch_B differ")
-    runner.agent.load_state_dict(snapshot["agent_state_dict"])
+    load_agent_state(runner.agent, snapshot["agent_state_dict"], path)
     runner.throttle_itr = float(snapshot["runner_state"]["throttle_itr"])
     _restore_replay(runner, os.path.dirname(os.path.abspath(path)), int(snapshot["itr"]))
     return snapshot
@@ -126,25 +126,25 @@ def restore_async(runner: Any, snapshot: dict, path: str) -> int:
 
 def _load(path: str, map_location: Any, extra: tuple[str, ...] = ()) -> dict:
     """The snapshot ``path``, checked to hold what resuming needs."""
-    snapshot = torch.load(path, map_location=map_location, weights_only=True)
+    snapshot = load_snapshot(path, map_location=map_location)
     missing = [key for key in SNAPSHOT_KEYS + extra + ("algo_state_dict", "rng_state")
                if key not in snapshot]
     if missing:
-        raise ValueError(f"{path} cannot be resumed from: it lacks {missing} (written by an "
-                         "older version or by hand).")
+        raise SnapshotError(f"{path} cannot be resumed from: it lacks {missing} (written by "
+                            "an older version or by hand).")
     return snapshot
 
 
 def _check_steps(path: str, snapshot: dict, expected: int, at: str, mismatch: str) -> None:
     if int(snapshot["cum_steps"]) != expected:
-        raise ValueError(f"{path} was written after {snapshot['cum_steps']} env steps at "
-                         f"{at}, but {mismatch} from the run's.")
+        raise SnapshotError(f"{path} was written after {snapshot['cum_steps']} env steps "
+                            f"at {at}, but {mismatch} from the run's.")
 
 
 def restore_optimizer(algo: Any, path: str) -> None:
     """An ``AsyncRl`` optimizer rank 1..: the optimizer's state and counters of the
     snapshot ``path`` (the weights come from rank 0)."""
-    snapshot = torch.load(path, map_location="cpu", weights_only=True)
+    snapshot = load_snapshot(path, required=("optimizer_state_dict", "algo_state_dict"))
     algo.load_optim_state_dict(snapshot["optimizer_state_dict"])
     algo.load_state_dict(snapshot["algo_state_dict"])
 

@@ -17,6 +17,8 @@ import pickle
 import random
 import re
 import tempfile
+import warnings
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -38,7 +40,12 @@ def itr_snapshots(run_dir: str) -> list[int]:
 
 def find_snapshot(run_dir: str) -> str | None:
     """The newest snapshot of ``run_dir``: ``params.pkl`` or the ``itr_<N>.pkl`` of
-    the highest N, whichever holds the later iteration (None if there is none)."""
+    the highest N, whichever holds the later iteration (None if there is none).
+
+    Raises:
+        SnapshotError: ``params.pkl`` must be read to compare it with ``itr_<N>.pkl``
+            and is not a readable snapshot.
+    """
     itrs = itr_snapshots(run_dir)
     newest_itr_file = os.path.join(run_dir, f"itr_{itrs[-1]}.pkl") if itrs else None
     last = os.path.join(run_dir, "params.pkl")
@@ -50,8 +57,148 @@ def find_snapshot(run_dir: str) -> str | None:
 
 
 def snapshot_itr(path: str) -> int:
-    """The iteration a snapshot file was written at."""
-    return int(torch.load(path, map_location="cpu", weights_only=True)["itr"])
+    """The iteration a snapshot file was written at.
+
+    Raises:
+        SnapshotError: ``path`` is not a readable snapshot or records no ``itr``.
+    """
+    return int(load_snapshot(path, required=("itr",))["itr"])
+
+
+class SnapshotError(ValueError):
+    """A file that is not a readable rlframe snapshot, or a snapshot that does not fit
+    the run or agent it is loaded into."""
+
+
+_ZIP_MAGIC = b"PK\x03\x04"  # torch.save's (zip) format starts with it.
+
+
+def load_snapshot(path: str, map_location: Any = "cpu",
+                  required: tuple[str, ...] = ()) -> dict:
+    """``torch.load(path, weights_only=True)`` of a snapshot, with errors that say what
+    is wrong with the file.
+
+    Args:
+        path: the snapshot file (``params.pkl``, ``itr_<N>.pkl``).
+        map_location: where tensors go, as for ``torch.load``.
+        required: keys the snapshot must hold.
+
+    Raises:
+        SnapshotError: the file cannot be read, is empty or cut short, is not a file
+            written by ``torch.save``, holds objects other than tensors, numbers,
+            strings, lists and dicts, is not a dict, or lacks a ``required`` key.
+    """
+    def unreadable(why: str) -> SnapshotError:
+        return SnapshotError(f"{path} is not a readable rlframe snapshot: {why}")
+
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            head = f.read(len(_ZIP_MAGIC))
+    except OSError as error:
+        raise unreadable(f"it cannot be read ({error.strerror or error}).") from None
+    if size == 0:
+        raise unreadable("the file is empty (0 bytes); it may be cut short (a write "
+                         "that never finished, or a full disk).")
+    try:
+        with warnings.catch_warnings():  # torch's notes on pickle protocols: not ours.
+            warnings.simplefilter("ignore")
+            snapshot = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as error:  # noqa: BLE001 - whatever a damaged or foreign file raises
+        if "deserialize object on" in str(error):
+            raise  # A readable file, for a device this machine lacks: torch says which.
+        raise unreadable(_why_unreadable(error, head, size)) from None
+    if not isinstance(snapshot, Mapping):
+        raise unreadable(f"it holds a {type(snapshot).__name__}, not the dict of a snapshot.")
+    missing = [key for key in required if key not in snapshot]
+    if missing:
+        raise unreadable(f"it lacks {missing} (its keys: {sorted(map(str, snapshot))[:10]}).")
+    return dict(snapshot)
+
+
+def _why_unreadable(error: Exception, head: bytes, size: int) -> str:
+    """Why ``torch.load`` failed on a file starting with ``head``, in rlframe's words."""
+    if "Unsupported global" in str(error):
+        return ("it holds objects other than the tensors, numbers, strings, lists and dicts "
+                "of an rlframe snapshot (saved by other code?).")
+    if isinstance(error, EOFError) or head == _ZIP_MAGIC:
+        kind = "a torch.save file" if head == _ZIP_MAGIC else "a file"
+        return (f"{kind} whose end is missing or damaged ({size} bytes); it may be cut short "
+                "(a copy or download that did not finish, or a full disk).")
+    if head[:1] == b"\x80":  # A pickle's first opcode (PROTO), not torch.save's format.
+        return ("it is a Python pickle, not a torch.save file of tensors, numbers, strings, "
+                "lists and dicts as rlframe writes (saved by other code?).")
+    return (f"its {size} bytes are not a file written by torch.save "
+            f"({type(error).__name__} while reading it).")
+
+
+_MAX_LISTED = 10  # Entries a mismatch lists before "and N more".
+
+
+def load_agent_state(agent: Any, state_dict: Any, path: str) -> None:
+    """``agent.load_state_dict(state_dict)``; when the weights do not fit the agent's
+    model, a :class:`SnapshotError` lists the parameters that differ.
+
+    Args:
+        agent: an initialized agent (its model built).
+        state_dict: the snapshot's ``agent_state_dict``.
+        path: the snapshot file, for the message.
+    """
+    if not isinstance(state_dict, Mapping):
+        raise SnapshotError(f"{path} is not a readable rlframe snapshot: its "
+                            f"agent_state_dict is a {type(state_dict).__name__}, not a dict.")
+    try:
+        agent.load_state_dict(state_dict)
+    except (RuntimeError, KeyError, ValueError, TypeError, AttributeError) as error:
+        differences = state_dict_differences(_shapes(agent.state_dict()), _shapes(state_dict))
+        if not differences:
+            raise
+        raise SnapshotError(
+            f"{path}: this snapshot's model does not fit this agent "
+            f"({type(agent).__name__}): {differences}. Build the agent with the settings "
+            "the run was trained with (model_kwargs, the algorithm, the env).") from None
+
+
+def _shapes(tree: Any, prefix: str = "") -> dict[str, tuple[int, ...] | None]:
+    """Dotted names of the tensors in a nested state dict, with their shapes
+    (DistributedDataParallel's ``module.`` prefix left out)."""
+    out: dict[str, tuple[int, ...] | None] = {}
+    for key, value in (tree.items() if isinstance(tree, Mapping) else ()):
+        name = str(key)
+        name = name[len("module."):] if name.startswith("module.") else name
+        if isinstance(value, Mapping):
+            out.update(_shapes(value, f"{prefix}{name}."))
+        else:
+            out[prefix + name] = tuple(value.shape) if hasattr(value, "shape") else None
+    return out
+
+
+def state_dict_differences(agent: dict[str, Any], saved: dict[str, Any]) -> str:
+    """What differs between two ``{name: shape}`` maps, readable: the parameters of
+    other shapes, then those missing from and unexpected in the snapshot ("" if none)."""
+    parts = []
+    shaped = [f"{name} ({_shape(saved[name])} in the snapshot, {_shape(agent[name])} in "
+              "the agent)" for name in sorted(set(agent) & set(saved))
+              if agent[name] != saved[name]]
+    if shaped:
+        parts.append("parameters of other shapes: " + _listed(shaped))
+    missing = sorted(set(agent) - set(saved))
+    if missing:
+        parts.append("missing from the snapshot: " + _listed(missing))
+    unexpected = sorted(set(saved) - set(agent))
+    if unexpected:
+        parts.append("unexpected in the snapshot: " + _listed(unexpected))
+    return "; ".join(parts)
+
+
+def _shape(shape: tuple[int, ...] | None) -> str:
+    return "not a tensor" if shape is None else f"[{', '.join(map(str, shape))}]"
+
+
+def _listed(items: list[str]) -> str:
+    shown = ", ".join(items[:_MAX_LISTED])
+    more = len(items) - _MAX_LISTED
+    return shown + (f", and {more} more" if more > 0 else "")
 
 
 # ------------------------------------------------------------------------ RNG states
@@ -103,19 +250,38 @@ def dumps(obj: Any) -> bytes:
 
 def write_state_file(run_dir: str, name: str, itr: int, state: Any) -> None:
     """Pickle ``state`` tagged with ``itr`` to ``run_dir/name``, atomically: streamed to
-    a temporary file and renamed (a replay of gigabytes is never held twice in memory)."""
-    fd, tmp_path = tempfile.mkstemp(dir=run_dir, prefix=f".{name}.", suffix=".tmp")
+    a temporary file and renamed (a replay of gigabytes is never held twice in memory).
+
+    Raises:
+        OSError: naming the file, when it cannot be written (e.g. the disk is full);
+            the file of the previous snapshot is left as it was.
+    """
+    path = os.path.join(run_dir, name)
+    try:
+        fd, tmp_path = tempfile.mkstemp(dir=run_dir, prefix=f".{name}.", suffix=".tmp")
+    except OSError as error:
+        raise write_error(path, error) from error
     try:
         with os.fdopen(fd, "wb") as f:
             _StatePickler(f, protocol=pickle.HIGHEST_PROTOCOL).dump(dict(itr=int(itr),
                                                                          state=state))
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp_path, os.path.join(run_dir, name))
-    except BaseException:
+        os.replace(tmp_path, path)
+    except BaseException as error:
         with contextlib.suppress(OSError):
             os.unlink(tmp_path)
+        if isinstance(error, OSError):
+            raise write_error(path, error) from error
         raise
+
+
+def write_error(path: str, error: OSError,
+                kept: str = "its earlier version, if any, is left as it was") -> OSError:
+    """``error`` (e.g. a full disk) restated to name the file that was being written
+    and what was kept (``kept``); the errno, and so the ``OSError`` subclass, is kept."""
+    message = f"could not write {path}: {error.strerror or error} ({kept})"
+    return OSError(error.errno, message) if error.errno else OSError(message)
 
 
 def read_state_file(run_dir: str, name: str, itr: int) -> tuple[Any, str | None]:
@@ -133,6 +299,8 @@ def read_state_file(run_dir: str, name: str, itr: int) -> tuple[Any, str | None]
             saved = pickle.load(f)
     except Exception as error:  # noqa: BLE001 - reported; the run goes on without it.
         return None, f"{name} could not be read ({type(error).__name__}: {error})"
+    if not isinstance(saved, dict):
+        return None, f"{name} holds a {type(saved).__name__}, not a saved state"
     if saved.get("itr") != itr:
         return None, (f"{name} is of iteration {saved.get('itr')}, the snapshot of "
                       f"iteration {itr}")

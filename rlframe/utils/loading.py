@@ -45,6 +45,11 @@ class AgentLoadError(RuntimeError):
     unimportable class)."""
 
 
+# Raised (a ValueError) for a file that is not a readable snapshot, or whose model does
+# not fit the agent; importable from here beside AgentLoadError.
+SnapshotError = checkpoint.SnapshotError
+
+
 # ------------------------------------------------------------------ recording
 def agent_spec(agent: BaseAgent, sampler: BaseSampler) -> dict:
     """How to rebuild ``agent`` and its env, as plain values for a snapshot.
@@ -351,9 +356,15 @@ def load_run(run_dir_or_snapshot: str | os.PathLike, itr: int | None = None,
         agent: an agent built as the run's was, used instead of the recorded one;
             for a snapshot written before snapshots recorded ``agent_spec`` it must
             be initialized already (``agent.initialize(env.spaces)``).
+
+    Raises:
+        FileNotFoundError: no such run directory or snapshot.
+        SnapshotError: (a ``ValueError``) the file is not a readable rlframe snapshot,
+            or its model does not fit the agent (listing the parameters that differ).
+        AgentLoadError: the agent or env cannot be rebuilt from the snapshot's spec.
     """
     path = find_snapshot(run_dir_or_snapshot, itr)
-    snapshot = torch.load(path, map_location="cpu", weights_only=True)
+    snapshot = checkpoint.load_snapshot(path, required=("agent_state_dict",))
     spec = snapshot.get("agent_spec")
     if agent is None and spec is None:
         raise AgentLoadError(
@@ -373,7 +384,7 @@ def load_run(run_dir_or_snapshot: str | os.PathLike, itr: int | None = None,
     elif agent.env_spaces is None:
         raise AgentLoadError(f"{path} records no env (no agent_spec): initialize the agent "
                              "(agent.initialize(env.spaces)) before passing it.")
-    agent.load_state_dict(snapshot["agent_state_dict"])
+    checkpoint.load_agent_state(agent, snapshot["agent_state_dict"], path)
     agent.to_device(_cuda_index(device))
     snapshot_itr = int(snapshot.get("itr", 0))
     agent.eval_mode(max(snapshot_itr, 1))  # Iteration 0's evaluation acts at random.

@@ -17,6 +17,8 @@ import json
 import math
 import os
 import pickle
+import re
+import warnings
 from typing import Any, Iterator
 
 import numpy as np
@@ -193,38 +195,35 @@ def logger_context(log_dir: str, run_ID: int, name: str, log_params: dict | None
             directory: that one always gets a suffix.
         resume: continue the run in the run directory if it holds one: the runner's
             ``train()`` starts from the newest snapshot (see ``MinibatchRlBase``),
-            ``progress.csv`` and ``debug.log`` are appended to (rows after the
-            snapshot's iteration are dropped first), and the run ends at the same
+            ``progress.csv`` and ``debug.log`` are appended to (an incomplete last
+            row, left by a run stopped mid-write, is cut off with a warning, and rows
+            after the snapshot's iteration are dropped), and the run ends at the same
             ``n_steps`` as an uninterrupted one. ``log_params`` must match the
-            directory's ``params.json``. A directory without a run starts afresh; one
-            holding a run without a snapshot is an error (and is left as it is).
+            directory's ``params.json`` (as JSON holds them: NaN equals NaN, objects
+            shown by their default repr compare by class). A directory without a run
+            starts afresh; one holding a run without a snapshot is an error (and is
+            left as it is). To resume a run directory not named ``run_<ID>``, see
+            :func:`logger_context_at`.
 
     Under torchrun (``RANK`` > 0 in a job of several processes) only rank 0
     writes: the other ranks get a silent logger, no directory, and ``None``.
 
     Yields:
         The absolute run directory (None on torchrun ranks other than 0).
+
+    Raises:
+        TypeError: ``log_params`` is not a dict (before anything is written).
+        ValueError: a setting is not allowed, or ``resume`` finds a run made with
+            other ``log_params`` or an unreadable snapshot (``SnapshotError``).
+        FileExistsError: the run directory holds a run (and ``if_exists="error"``), or
+            ``resume`` finds one without a snapshot.
     """
+    _check_log_params(log_params)
     if torchrun_rank() > 0:
-        quiet = logger.Logger()
-        quiet.disable()
-        with logger.use_logger(quiet):
+        with _quiet_logger():
             yield None
         return
-    summary_writer_cls = None
-    if use_summary_writer:
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-        except ImportError as err:
-            raise ImportError("use_summary_writer=True needs TensorBoard: "
-                              "pip install rlframe[tensorboard]") from err
-        summary_writer_cls = SummaryWriter
-    if if_exists not in IF_EXISTS:
-        raise ValueError(f"if_exists must be one of {list(IF_EXISTS)}, got {if_exists!r}.")
-    run_logger = logger.Logger()
-    run_logger.set_snapshot_mode(snapshot_mode)  # validates before anything is created
-    run_logger.set_log_tabular_only(False)
-
+    _check_settings(snapshot_mode, if_exists)
     run_dir = os.path.join(log_dir, f"run_{run_ID}")
     root = _data_root()
     exp_dir = os.path.abspath(run_dir)
@@ -235,19 +234,99 @@ def logger_context(log_dir: str, run_ID: int, name: str, log_params: dict | None
             raise ValueError(f"log_dir={log_dir!r} leads out of the data directory {root} "
                              f"(to {exp_dir}); remove the '..' parts, or pass an absolute "
                              "path with override_prefix=True to write there.")
+    note = None
+    if relocated and os.path.isabs(log_dir):
+        note = (f"log_dir {log_dir!r} is outside the data root {root}, so it was nested "
+                "under it; pass override_prefix=True to write to it as is.")
+    # A dated directory made here is not the user's choice: a run started in the same
+    # second (a launcher's grid) may hold it, and a suffix keeps both.
+    with _run_logging(exp_dir, run_ID, name, log_params, snapshot_mode, use_summary_writer,
+                      "suffix" if relocated else if_exists, resume, note) as path:
+        yield path
+
+
+@contextlib.contextmanager
+def logger_context_at(run_dir: str, run_ID: int | str, name: str,
+                      log_params: dict | None = None, snapshot_mode: str = "none",
+                      use_summary_writer: bool = False, if_exists: str = "error",
+                      resume: bool = False) -> Iterator[str | None]:
+    """:func:`logger_context` in the run directory ``run_dir`` exactly as given, whatever
+    its name: e.g. to resume a run whose ``run_<ID>`` directory was renamed.
+
+    Args:
+        run_dir: the run directory (created if missing; never nested under the root).
+        run_ID: the run number recorded in ``params.json`` and the log prefix.
+        name, log_params, snapshot_mode, use_summary_writer, if_exists, resume: as for
+            :func:`logger_context`.
+
+    Yields:
+        The absolute run directory (None on torchrun ranks other than 0).
+    """
+    _check_log_params(log_params)
+    if torchrun_rank() > 0:
+        with _quiet_logger():
+            yield None
+        return
+    _check_settings(snapshot_mode, if_exists)
+    with _run_logging(os.path.abspath(run_dir), run_ID, name, log_params, snapshot_mode,
+                      use_summary_writer, if_exists, resume, None) as path:
+        yield path
+
+
+def _check_log_params(log_params: Any) -> None:
+    if log_params is not None and not isinstance(log_params, dict):
+        raise TypeError(f"logger_context: log_params must be a dict of hyperparameters (or "
+                        f"None), got a {type(log_params).__name__}: {_short(log_params)}.")
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _check_settings(snapshot_mode: str, if_exists: str) -> None:
+    """The run's settings, checked before anything is created."""
+    logger.Logger().set_snapshot_mode(snapshot_mode)
+    if if_exists not in IF_EXISTS:
+        raise ValueError(f"if_exists must be one of {list(IF_EXISTS)}, got {if_exists!r}.")
+
+
+@contextlib.contextmanager
+def _quiet_logger() -> Iterator[None]:
+    """A silent current logger (torchrun ranks other than 0 write nothing)."""
+    quiet = logger.Logger()
+    quiet.disable()
+    with logger.use_logger(quiet):
+        yield
+
+
+@contextlib.contextmanager
+def _run_logging(exp_dir: str, run_ID: int | str, name: str, log_params: dict | None,
+                 snapshot_mode: str, use_summary_writer: bool, if_exists: str, resume: bool,
+                 note: str | None) -> Iterator[str]:
+    """The body of :func:`logger_context` once the absolute run directory is known."""
+    summary_writer_cls = None
+    if use_summary_writer:
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError as err:
+            raise ImportError("use_summary_writer=True needs TensorBoard: "
+                              "pip install rlframe[tensorboard]") from err
+        summary_writer_cls = SummaryWriter
+    run_logger = logger.Logger()
+    run_logger.set_snapshot_mode(snapshot_mode)
+    run_logger.set_log_tabular_only(False)
     if log_params is None:
         log_params = {}
     log_params["name"] = name
     log_params["run_ID"] = run_ID
     lossy: list = []
     params_json = _jsonable(log_params, lossy)
-    resume_from = None
+    resume_from, resume_itr, warnings_found = None, None, []
     if resume and os.path.isdir(exp_dir) and _holds_run_besides(exp_dir, ""):
-        resume_from = _prepare_resume(exp_dir, params_json)
+        resume_from, resume_itr, warnings_found = _prepare_resume(exp_dir, params_json)
     else:
-        # A dated directory made here is not the user's choice: a run started in the same
-        # second (a launcher's grid) may hold it, and a suffix keeps both.
-        exp_dir = _claim_run_dir(exp_dir, "suffix" if relocated else if_exists)
+        exp_dir = _claim_run_dir(exp_dir, if_exists)
     params_path = os.path.join(exp_dir, "params.json")
 
     try:
@@ -264,23 +343,28 @@ def logger_context(log_dir: str, run_ID: int, name: str, log_params: dict | None
                 write_json_atomic(params_path, params_json)
             if lossy and resume_from is None:
                 _pickle_params(exp_dir, log_params, run_logger)
-            if relocated and os.path.isabs(log_dir):
-                run_logger.log(f"log_dir {log_dir!r} is outside the data root {root}, so it "
-                               "was nested under it; pass override_prefix=True to write to "
-                               "it as is.")
+            if note is not None:
+                run_logger.log(note)
             run_logger.log(f"Run directory: {exp_dir}")
+            for warning in warnings_found:
+                run_logger.log(f"WARNING: {warning}")
             if resume_from is not None:
                 run_logger.set_resume_snapshot(resume_from)
                 run_logger.log(f"Resuming the run from {os.path.basename(resume_from)} "
-                               f"(iteration {snapshot_itr(resume_from)}).")
+                               f"(iteration {resume_itr}).")
             yield exp_dir
     finally:
         run_logger.close()  # the summary writer too
 
 
-def _prepare_resume(exp_dir: str, params_json: dict) -> str:
-    """Check that the run in ``exp_dir`` can be continued with ``params_json``; drop
-    progress rows written after its newest snapshot. Returns that snapshot's path."""
+def _prepare_resume(exp_dir: str, params_json: dict) -> tuple[str, int, list[str]]:
+    """Check that the run in ``exp_dir`` can be continued with ``params_json``; cut an
+    incomplete last row off ``progress.csv`` (with a warning) and drop the rows written
+    after its newest snapshot.
+
+    Returns:
+        That snapshot's path and iteration, and the warnings given.
+    """
     snapshot = find_snapshot(exp_dir)
     if snapshot is None:
         raise FileExistsError(
@@ -288,21 +372,118 @@ def _prepare_resume(exp_dir: str, params_json: dict) -> str:
             f"from (files: {sorted(os.listdir(exp_dir))}); it was run with "
             "snapshot_mode='none', or stopped before its first snapshot. It is left as it "
             "is: choose another run_ID to start afresh.")
+    itr = snapshot_itr(snapshot)  # Also checks that it is a readable snapshot.
     params_path = os.path.join(exp_dir, "params.json")
     if os.path.exists(params_path):
-        with open(params_path, encoding="utf-8") as f:
-            saved = json.load(f)
-        changed = sorted(k for k in set(saved) | set(params_json) if k != "run_ID"
-                         and saved.get(k, "<absent>") != params_json.get(k, "<absent>"))
+        saved = _read_params(params_path)
+        now = json.loads(json.dumps(params_json))  # As params.json holds it.
+        changed = sorted(k for k in set(saved) | set(now) if k != "run_ID"
+                         and not _same_param(saved.get(k, "<absent>"), now.get(k, "<absent>")))
         if changed:
             details = "; ".join(f"{k}: {saved.get(k, '<absent>')!r} in the run, "
-                                f"{params_json.get(k, '<absent>')!r} now" for k in changed[:5])
+                                f"{now.get(k, '<absent>')!r} now" for k in changed[:5])
             raise ValueError(
                 f"logger_context(resume=True): the run in {exp_dir} was made by a different "
                 f"setting ({details}). Resume it with its own settings, or choose another "
                 "run_ID for the new setting.")
-    _drop_rows_after(os.path.join(exp_dir, "progress.csv"), snapshot_itr(snapshot))
-    return snapshot
+    progress_path = os.path.join(exp_dir, "progress.csv")
+    found = []
+    cut = _cut_incomplete_rows(progress_path)
+    if cut is not None:
+        warnings.warn(cut, stacklevel=2)
+        found.append(cut)
+    _drop_rows_after(progress_path, itr)
+    return snapshot, itr, found
+
+
+def _read_params(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            saved = json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"logger_context(resume=True): {path} cannot be read as JSON "
+                         f"({error}); the run's settings are unknown, so it is not "
+                         "resumed.") from None
+    if not isinstance(saved, dict):
+        raise ValueError(f"logger_context(resume=True): {path} holds a JSON "
+                         f"{type(saved).__name__}, not the object of a run's settings; it is "
+                         "not resumed.")
+    return saved
+
+
+# A default repr's address (`<foo.Bar object at 0x7f...>`) differs between processes.
+_ADDRESS = re.compile(r"(<[\w.]+ object) at 0x[0-9a-fA-F]+>")
+
+
+def _same_param(saved: Any, now: Any) -> bool:
+    """Whether a value of params.json and one of the resumed run's settings (both as
+    JSON holds them) are the same: NaN equals NaN, default reprs compare by class."""
+    if isinstance(saved, dict) and isinstance(now, dict):
+        return saved.keys() == now.keys() and all(_same_param(saved[k], now[k]) for k in saved)
+    if isinstance(saved, list) and isinstance(now, list):
+        return len(saved) == len(now) and all(map(_same_param, saved, now))
+    if isinstance(saved, float) and isinstance(now, float) and math.isnan(saved):
+        return math.isnan(now)
+    if isinstance(saved, str) and isinstance(now, str):
+        return _ADDRESS.sub(r"\1>", saved) == _ADDRESS.sub(r"\1>", now)
+    return saved == now
+
+
+def _cut_incomplete_rows(progress_path: str) -> str | None:
+    """Cut ``progress.csv`` back to its last complete row: one ended by a line break,
+    without NUL bytes, with as many fields as the header. A run stopped mid-write (a
+    crash, a full disk) leaves half a row, and the file system may add NUL bytes.
+
+    Returns:
+        A warning saying what was dropped, or None if the file was whole.
+    """
+    if not os.path.exists(progress_path):
+        return None
+    with open(progress_path, "rb") as f:
+        data = f.read()
+    end = _complete_part(data)
+    if end == len(data):
+        return None
+    dropped = data[end:]
+    n_rows = sum(1 for line in dropped.split(b"\n") if line.strip(b"\x00\r\t "))
+    nul = ", NUL bytes among them" if b"\x00" in dropped else ""
+    atomic_write_bytes(progress_path, data[:end])
+    what = "the header and " if end == 0 else ""
+    n_rows -= 1 if end == 0 and n_rows else 0  # The header is not a row.
+    return (f"{progress_path} ended in an incomplete row (the run stopped while writing "
+            f"it): cut back to its last complete row, dropping {what}{n_rows} incomplete "
+            f"row(s), {len(dropped)} bytes{nul}.")
+
+
+def _complete_part(data: bytes) -> int:
+    """The length of the leading part of CSV ``data`` made of whole records: the header,
+    then each row until the first that is incomplete (0 if the header is)."""
+    consumed = [0]
+
+    def lines() -> Iterator[str]:
+        position = 0
+        while position < len(data):
+            stop = data.find(b"\n", position)
+            if stop < 0 or b"\x00" in data[position:stop]:
+                return  # No line break, or NUL bytes: never a whole row.
+            try:
+                line = data[position:stop + 1].decode("utf-8")
+            except UnicodeDecodeError:
+                return
+            position = consumed[0] = stop + 1
+            yield line
+
+    end, n_fields = 0, None
+    try:
+        for record in csv.reader(lines()):
+            if n_fields is None:
+                n_fields = len(record)
+            elif len(record) != n_fields:
+                break
+            end = consumed[0]
+    except csv.Error:  # A quoted field that never ends.
+        pass
+    return end
 
 
 def _drop_rows_after(progress_path: str, itr: int) -> None:

@@ -43,6 +43,7 @@ from typing import IO, Any, Iterator, Mapping
 import numpy as np
 import torch
 
+from rlframe.utils.checkpoint import write_error
 from rlframe.utils.files import atomic_write_bytes
 
 SNAPSHOT_MODES = ("all", "last", "gap", "last+gap", "none")
@@ -396,7 +397,12 @@ class Logger:
                 return row
             csv_row = {key: _csv_cell(val) for key, val in row.items()}
             for path in list(self._tabular_fds):
-                self._write_row(path, csv_row, write_header)
+                try:
+                    self._write_row(path, csv_row, write_header)
+                except OSError as error:  # e.g. a full disk: say which file
+                    raise write_error(path, error, kept="the rows written before are "
+                                      "kept; a resumed run cuts off a half-written "
+                                      "one") from error
             if self._tf_summary_writer is not None:
                 self._tf_summary_writer.flush()
         finally:
@@ -502,6 +508,10 @@ class Logger:
 
         Returns:
             The names of the files written.
+
+        Raises:
+            OSError: naming the snapshot file that could not be written (e.g. the disk
+                is full); the previous snapshot of that name is left intact.
         """
         mode = _check_snapshot_mode(self._snapshot_mode)
         if self._snapshot_dir is None or mode == "none":
@@ -521,7 +531,11 @@ class Logger:
         payload = buffer.getvalue()
         os.makedirs(self._snapshot_dir, exist_ok=True)
         for name in names:
-            atomic_write_bytes(os.path.join(self._snapshot_dir, name), payload)
+            path = os.path.join(self._snapshot_dir, name)
+            try:
+                atomic_write_bytes(path, payload)
+            except OSError as error:  # e.g. a full disk: say which file, keep the old one
+                raise write_error(path, error) from error
         return names
 
     def writes_files(self) -> bool:
