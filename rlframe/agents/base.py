@@ -19,6 +19,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from rlframe.models.utils import strip_ddp_state_dict
 from rlframe.utils.buffer import buffer_func, buffer_method, buffer_to, torchify_buffer
+from rlframe.utils.checks import check_keywords, load_checked_state_dict
 from rlframe.utils.collections import namedarraytuple
 from rlframe.utils.distributed import is_gloo_pair, pair_mean_hook
 from rlframe.utils.logging import logger
@@ -208,10 +209,18 @@ class BaseAgent:
     def check_model(self, env_spaces: EnvSpaces) -> None:
         """Build a throwaway model for ``env_spaces`` and check what it returns for one
         observation (see :meth:`check_model_outputs`), so that a model of the wrong
-        shape is reported before any work, not deep inside a distribution."""
-        if self.ModelCls is None or type(self).check_model_outputs is BaseAgent.check_model_outputs:
+        shape is reported before any work, not deep inside a distribution. First
+        ``model_kwargs`` must hold only keywords ``ModelCls`` takes."""
+        if self.ModelCls is None:
             return
-        model = self.ModelCls(**self.make_env_to_model_kwargs(env_spaces), **self.model_kwargs)
+        env_model_kwargs = self.make_env_to_model_kwargs(env_spaces)
+        check_keywords("model_kwargs", self.model_kwargs, self.ModelCls,
+                       f"ModelCls={self.ModelCls.__name__}",
+                       reserved={key: "the agent sets it from the env's spaces"
+                                 for key in env_model_kwargs})
+        if type(self).check_model_outputs is BaseAgent.check_model_outputs:
+            return
+        model = self.ModelCls(**env_model_kwargs, **self.model_kwargs)
         observation = buffer_func(torchify_buffer(env_spaces.observation.null_value()),
                                   lambda t: t.unsqueeze(0))
         action_space = env_spaces.action
@@ -224,6 +233,24 @@ class BaseAgent:
         with torch.no_grad():
             outputs = model(*inputs)
         self.check_model_outputs(outputs, env_spaces)
+
+    def check_initial_state_dicts(self, env_spaces: EnvSpaces) -> None:
+        """Initialize a throwaway copy of this agent for ``env_spaces`` when any
+        ``initial_*state_dict`` argument was given, so that one that does not fit
+        its model is reported before any work (runners call this first)."""
+        given = [name for name, value in vars(self).items() if value is not None
+                 and name.startswith("initial_") and name.endswith("state_dict")]
+        if not given or self.constructor_args is None:
+            return
+        args, kwargs = self.constructor_args
+        try:
+            type(self)(*args, **kwargs).initialize(env_spaces)
+        except RuntimeError as error:  # torch's own loading error, from a subclass's loader.
+            if "state_dict" not in str(error):
+                raise
+            text = " ".join(str(error).split())
+            raise ValueError(f"{' or '.join(given)} does not fit {type(self).__name__}'s "
+                             f"models: {text[:600]}{'...' if len(text) > 600 else ''}") from None
 
     def check_model_outputs(self, outputs: Any, env_spaces: EnvSpaces) -> None:
         """Raise a clear error if ``outputs``, the model's for one observation (leading
@@ -248,7 +275,9 @@ class BaseAgent:
             self.model.share_memory()
             self.shared_model = self.model
         if self.initial_model_state_dict is not None:
-            self.model.load_state_dict(strip_ddp_state_dict(self.initial_model_state_dict))
+            initial = strip_ddp_state_dict(self.initial_model_state_dict)
+            load_checked_state_dict(self.model, initial, "initial_model_state_dict",
+                                    f"{type(self).__name__}'s model {self.ModelCls.__name__}")
         self.env_spaces = env_spaces
         self.share_memory = share_memory
 
@@ -285,6 +314,21 @@ class BaseAgent:
         """``tree`` on the CPU, where agents return their outputs (as it is from a CPU model)."""
         device = self.device
         return tree if device == _CPU or device.type == "cpu" else buffer_to(tree, device="cpu")
+
+    def to_device_of(self, tree: Any, inputs: TensorTree) -> Any:
+        """``tree`` where ``inputs`` came from: the CPU for CPU inputs (where agents
+        return their outputs), the model's device for inputs already there.
+
+        Off-policy algorithms move replay batches to the model's device once, and the
+        losses then read the model's outputs beside the batch's actions and returns.
+        """
+        device = self.device
+        if device == _CPU or device.type == "cpu":
+            return tree
+        leaf = inputs
+        while not isinstance(leaf, torch.Tensor):
+            leaf = leaf[0]  # The first field of a namedarraytuple or tuple.
+        return tree if leaf.device == device else buffer_to(tree, device="cpu")
 
     def data_parallel(self) -> int | None:
         """Wrap the model in DistributedDataParallel (process group must exist).
@@ -668,3 +712,70 @@ def check_output_size(agent: BaseAgent, output: Any, size: int, what: str,
             f"{type(agent).__name__}: the model {agent.ModelCls.__name__} returned {what} {got} "
             f"for one observation, but the action space needs {size}: its forward must "
             f"return {expected}.")
+
+
+def check_output_count(agent: BaseAgent, outputs: Any, count: int, expected: str) -> tuple:
+    """Return ``outputs`` if the model returned a tuple of at least ``count`` values, else raise.
+
+    Args:
+        agent: the agent checking its model.
+        outputs: what the model returned for one observation.
+        count: outputs the agent unpacks (without the RNN state).
+        expected: the model's whole output contract, for the message.
+    """
+    if isinstance(outputs, (tuple, list)) and len(outputs) >= count:
+        return tuple(outputs)
+    got = (f"{len(outputs)} outputs" if isinstance(outputs, (tuple, list))
+           else f"one {type(outputs).__name__}")
+    raise ValueError(f"{type(agent).__name__}: the model {agent.ModelCls.__name__} returned "
+                     f"{got}, but its forward must return {expected}.")
+
+
+def check_value_output(agent: BaseAgent, value: Any, expected: str) -> None:
+    """Raise unless the model's ``value`` for one observation has shape ``[1]``.
+
+    A value of shape ``[1, 1]`` (the value head's trailing dim kept) would
+    broadcast against ``[T, B]`` returns in the loss and train on wrong targets.
+
+    Args:
+        agent: the agent checking its model.
+        value: the model's value output for one observation (leading dim [1]).
+        expected: the model's whole output contract, for the message.
+    """
+    if isinstance(value, torch.Tensor) and tuple(value.shape) == (1,):
+        return
+    got = (f"of shape {tuple(value.shape)}" if isinstance(value, torch.Tensor)
+           else f"as {type(value).__name__}")
+    hint = (" Drop the value head's trailing dim (value.squeeze(-1))."
+            if isinstance(value, torch.Tensor) and tuple(value.shape) == (1, 1) else "")
+    raise ValueError(
+        f"{type(agent).__name__}: the model {agent.ModelCls.__name__} returned value {got} "
+        f"for one observation, but value must have shape (1,) there (value [*lead], no "
+        f"trailing dim): its forward must return {expected}.{hint}")
+
+
+def check_probabilities(agent: BaseAgent, probs: torch.Tensor, name: str,
+                        expected: str) -> None:
+    """Raise unless ``probs`` holds probability vectors along its last dim.
+
+    Entries must be finite and non-negative, and each vector must sum to 1
+    (within 1e-3): a model that returns logits (no softmax) is refused.
+
+    Args:
+        agent: the agent checking its model.
+        probs: the model's probabilities for one observation, ``[1, ..., K]``.
+        name: the output's name, for the message (e.g. ``"pi"``).
+        expected: the model's whole output contract, for the message.
+    """
+    probs = probs.detach().float()
+    sums = probs.sum(-1)
+    if (torch.isfinite(probs).all() and (probs >= 0).all()
+            and torch.allclose(sums, torch.ones_like(sums), atol=1e-3, rtol=0)):
+        return
+    found = (f"min entry {probs.min().item():.4g}, sums over the last dim "
+             f"{[round(s, 4) for s in sums.flatten()[:4].tolist()]}")
+    raise ValueError(
+        f"{type(agent).__name__}: the model {agent.ModelCls.__name__} returned {name} that is "
+        f"not a probability vector for one observation ({found}); its entries must be >= 0 "
+        f"and sum to 1 over the last dim. If the model returns logits, apply "
+        f"torch.softmax(logits, dim=-1): its forward must return {expected}.")

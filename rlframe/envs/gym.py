@@ -16,6 +16,12 @@ fits every later step:
 Scalars are numpy scalars, arrays are copied. ``timeout`` (``np.bool_``) is
 always present: True when the episode was truncated (time limit) and not
 terminated, so algorithms bootstrap only through time limits.
+
+The env's contract is checked where it costs nothing per step (see
+:mod:`rlframe.envs.checks`): gymnasium's API at construction, and the
+observations of construction's reset and step plus those of the first
+``CHECKED_OBSERVATIONS`` later resets and steps, whose shape must be the
+observation space's and whose values must survive the cast to the space's dtype.
 """
 from __future__ import annotations
 
@@ -29,6 +35,8 @@ import gymnasium as gym
 import numpy as np
 
 from rlframe.envs.base import Env, EnvStep
+from rlframe.envs.checks import (CHECKED_OBSERVATIONS, call_env, check_observation,
+                                 check_reset_result, check_step_result, env_name)
 from rlframe.spaces.gym_wrapper import GymSpaceWrapper, to_identifier
 from rlframe.utils.collections import is_namedtuple, namedtuple_cls
 
@@ -44,6 +52,13 @@ class GymEnvWrapper(Env):
     :meth:`reset` starts a fresh episode. Info keys first seen later are
     dropped with a one-time warning: declare them with
     ``make(..., info_example={...})``.
+
+    Construction also checks the env's contract, raising a clear error where it
+    breaks: ``reset()`` must return ``(obs, info)`` and ``step()`` five values
+    (gymnasium's API, not the old gym one), and observations must have the
+    observation space's shape and values that its dtype holds. The observations
+    of the first ``CHECKED_OBSERVATIONS`` resets and steps after construction are
+    checked too; later ones are not, so the steps cost nothing more.
 
     Args:
         env: a gymnasium env (already wrapped as wanted, e.g. by ``TimeLimit``).
@@ -68,9 +83,16 @@ class GymEnvWrapper(Env):
                                             else self._observation_space.dtype)
         self._next_reset_seed: int | None = None
         self._warned_keys: set[str] = set()
+        self._env_name: str = env_name(env)
 
-        _, reset_info = env.reset()
-        *_, step_info = env.step(env.action_space.sample())
+        obs, reset_info = check_reset_result(
+            call_env(env.reset, "reset()", self._env_name), self._env_name)
+        check_observation(obs, self._observation_space, self._env_name, "reset()")
+        obs, *_, step_info = check_step_result(
+            call_env(env.step, "step()", self._env_name, env.action_space.sample()),
+            self._env_name)
+        check_observation(obs, self._observation_space, self._env_name, "step()")
+        self._checks_left: int = CHECKED_OBSERVATIONS
         schema = _merge(_clean_info(reset_info), _clean_info(step_info))
         schema.pop("timeout", None)
         schema["timeout"] = np.bool_(False)
@@ -97,7 +119,9 @@ class GymEnvWrapper(Env):
             else self._action_space.revert(action))
         timeout = bool(truncated) and not bool(terminated)
         env_info = self._empty_infos[timeout] if not info else self._env_info(info, timeout)
-        if type(obs) is not np.ndarray or obs.dtype != self._obs_dtype:
+        if self._checks_left:
+            obs = self._checked(obs, "step()")
+        elif type(obs) is not np.ndarray or obs.dtype != self._obs_dtype:
             obs = self._observation_space.convert(obs)
         return EnvStep(obs, np.float32(reward), bool(terminated or truncated), env_info)
 
@@ -126,7 +150,9 @@ class GymEnvWrapper(Env):
             timeout = bool(truncated) and not bool(terminated)
             env_infos.append(env._empty_infos[timeout] if not info
                              else env._env_info(info, timeout))
-            if type(obs) is not np.ndarray or obs.dtype != env._obs_dtype:
+            if env._checks_left:
+                obs = env._checked(obs, "step()")
+            elif type(obs) is not np.ndarray or obs.dtype != env._obs_dtype:
                 obs = env._observation_space.convert(obs)
             observation[i] = obs
             reward[i] = r
@@ -137,6 +163,8 @@ class GymEnvWrapper(Env):
         """Start an episode (seeded if :meth:`seed` was called since); return the observation."""
         seed, self._next_reset_seed = self._next_reset_seed, None
         obs, _ = self.env.reset(seed=seed)
+        if self._checks_left:
+            return self._checked(obs, "reset()")
         if type(obs) is np.ndarray and obs.dtype == self._obs_dtype:
             return obs  # What convert() returns for it, without its checks.
         return self._observation_space.convert(obs)
@@ -169,6 +197,12 @@ class GymEnvWrapper(Env):
     def close(self) -> None:
         """Close the gymnasium env."""
         self.env.close()
+
+    def _checked(self, obs: Any, where: str) -> Any:
+        """``obs`` converted, after :func:`check_observation` (one of the checked ones)."""
+        self._checks_left -= 1
+        check_observation(obs, self._observation_space, self._env_name, where)
+        return self._observation_space.convert(obs)
 
     def _env_info(self, info: Mapping, timeout: bool) -> tuple:
         """The env_info of a step's non-empty gymnasium ``info``."""

@@ -32,6 +32,7 @@ import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
 from rlframe.envs.base import Env, EnvSpaces
+from rlframe.envs.checks import ObservationCheckWrapper, env_name
 from rlframe.envs.gym import (GymEnvWrapper, _info_leaf, _storable, done_and_timeout,
                                warn_dropped_info_keys)
 from rlframe.envs.vector import VecEnv, VecStep, _fill_rows
@@ -237,11 +238,13 @@ def _as_gym_env_wrapper(env: Any, EnvCls: Callable, env_backend: str) -> GymEnvW
 
 
 def _make_gym_env(EnvCls: Callable[..., Env], env_kwargs: dict, env_backend: str) -> gym.Env:
-    """The gymnasium env inside ``EnvCls(**env_kwargs)``.
+    """The gymnasium env inside ``EnvCls(**env_kwargs)``, its first observations checked
+    (:class:`~rlframe.envs.checks.ObservationCheckWrapper`) before the vector env casts them.
 
     Module level (under ``functools.partial``), so spawned workers can unpickle it.
     """
-    return _as_gym_env_wrapper(EnvCls(**env_kwargs), EnvCls, env_backend).env
+    wrapper = _as_gym_env_wrapper(EnvCls(**env_kwargs), EnvCls, env_backend)
+    return ObservationCheckWrapper(wrapper.env, wrapper.observation_space, env_name(wrapper.env))
 
 
 def _make_async_vector_env(env_fns: Sequence[Callable[[], gym.Env]],

@@ -1,11 +1,11 @@
 """Distributional (C51) Q-learning agent."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
 
-from rlframe.agents.base import AgentStep, step_without_grad
+from rlframe.agents.base import AgentStep, check_probabilities, step_without_grad
 from rlframe.agents.dqn.dqn_agent import DqnAgent
 from rlframe.distributions.epsilon_greedy import CategoricalEpsilonGreedy
 from rlframe.models.dqn.mlp_models import CatDqnMlpModel
@@ -61,6 +61,12 @@ class CatDqnAgent(DqnAgent):
         self.n_atoms = int(n_atoms)
         self.V_min: float | None = None
         self.V_max: float | None = None
+
+    def check_model_outputs(self, outputs: Any, env_spaces: EnvSpaces) -> None:
+        """The model must return probabilities ``p [1, A, n_atoms]`` (softmax over atoms)."""
+        super().check_model_outputs(outputs, env_spaces)
+        p = outputs[0] if isinstance(outputs, (tuple, list)) else outputs
+        check_probabilities(self, p, "p", "p [*lead, A, n_atoms] probabilities over the atoms")
 
     def initialize(self, env_spaces: EnvSpaces, share_memory: bool = False, global_B: int = 1,
                    env_ranks: Sequence[int] | None = None) -> None:

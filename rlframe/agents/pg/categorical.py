@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 import torch
 
 from rlframe.agents.base import (AgentStep, AlternatingRecurrentAgentMixin, BaseAgent,
-                                 RecurrentAgentMixin, check_output_size,
+                                 RecurrentAgentMixin, check_output_count, check_output_size,
+                                 check_probabilities, check_value_output,
                                  rnn_state_batch_first, step_without_grad,
                                  zeros_like_rnn_state)
 from rlframe.agents.pg.base import AgentInfo, AgentInfoRnn
@@ -51,10 +52,14 @@ class CategoricalPgAgent(BaseAgent):
         check_discrete_action_space(self, env_spaces)
 
     def check_model_outputs(self, outputs: Any, env_spaces: EnvSpaces) -> None:
-        """The model must return ``(pi [1, A], value [1])`` for one observation."""
+        """The model must return ``(pi [1, A], value [1])`` for one observation, ``pi``
+        probabilities (softmax applied)."""
+        expected = "(pi [*lead, A] probabilities, value [*lead])"
         pi = outputs[0] if isinstance(outputs, (tuple, list)) else outputs
-        check_output_size(self, pi, env_spaces.action.n, "action probabilities",
-                          "(pi [*lead, A] probabilities, value [*lead])")
+        check_output_size(self, pi, env_spaces.action.n, "action probabilities", expected)
+        pi, value = check_output_count(self, outputs, 2, expected)[:2]
+        check_probabilities(self, pi, "pi", expected)
+        check_value_output(self, value, expected)
 
     def make_env_to_model_kwargs(self, env_spaces: EnvSpaces) -> dict:
         return dict(observation_shape=env_spaces.observation.shape,

@@ -7,7 +7,8 @@ import numpy as np
 import torch
 
 from rlframe.agents.base import (AgentStep, AlternatingRecurrentAgentMixin, BaseAgent,
-                                 RecurrentAgentMixin, check_output_size,
+                                 RecurrentAgentMixin, check_output_count, check_output_size,
+                                 check_value_output,
                                  rnn_state_batch_first, step_without_grad,
                                  zeros_like_rnn_state)
 from rlframe.agents.pg.base import AgentInfo, AgentInfoRnn
@@ -48,9 +49,11 @@ class GaussianPgAgent(BaseAgent):
 
     def check_model_outputs(self, outputs: Any, env_spaces: EnvSpaces) -> None:
         """The model must return ``(mu [1, A], log_std [1, A], value [1])``."""
+        expected = "(mu [*lead, A], log_std [*lead, A], value [*lead])"
         mu = outputs[0] if isinstance(outputs, (tuple, list)) else outputs
         check_output_size(self, mu, int(np.prod(env_spaces.action.shape)), "action means",
-                          "(mu [*lead, A], log_std [*lead, A], value [*lead])")
+                          expected)
+        check_value_output(self, check_output_count(self, outputs, 3, expected)[2], expected)
 
     def initialize(self, env_spaces: EnvSpaces, share_memory: bool = False, global_B: int = 1,
                    env_ranks: Sequence[int] | None = None) -> None:
