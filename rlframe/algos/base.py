@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, NamedTuple
 import numpy as np
 import torch
 
+from rlframe.utils.checks import check_keywords
 from rlframe.utils.collections import iter_leaves
 from rlframe.utils.logging import logger
 from rlframe.utils.tensor import clip_grad_norm
@@ -68,6 +69,17 @@ class RlAlgorithm:
                    world_size: int = 1, rank: int = 0) -> None:
         """Attach the agent and build the optimizer (synchronous runners)."""
         raise NotImplementedError
+
+    def check_batch_spec(self, batch_spec: BatchSpec, recurrent: bool = False) -> None:
+        """Raise if this algorithm cannot train on the sampler's ``[T, B]`` batches.
+
+        Runners call it in their constructor, before any run directory exists
+        (default: every batch fits).
+
+        Args:
+            batch_spec: the sampler's ``BatchSpec(T, B)``.
+            recurrent: the agent keeps an RNN state (trains on whole ``[T]`` sequences).
+        """
 
     def async_initialize(self, agent: BaseAgent, sampler_n_itr: int, batch_spec: BatchSpec,
                          mid_batch_reset: bool, examples: Examples,
@@ -189,6 +201,32 @@ class RlAlgorithm:
         return False
 
 
+def check_optimizer(OptimCls: Any, optim_kwargs: Any) -> dict:
+    """Raise unless ``OptimCls`` is a torch optimizer class that takes ``optim_kwargs``.
+
+    Algorithms call this in their constructors, so a wrong optimizer fails before
+    any run directory exists. ``lr`` is set from the algorithm's learning rate.
+
+    Returns:
+        ``optim_kwargs`` as a new dict (``{}`` for None).
+
+    Raises:
+        TypeError: ``OptimCls`` is not a ``torch.optim.Optimizer`` subclass, or
+            ``optim_kwargs`` holds ``lr`` or a keyword the class does not take.
+    """
+    if not (isinstance(OptimCls, type) and issubclass(OptimCls, torch.optim.Optimizer)):
+        what = (f"the class {OptimCls.__module__}.{OptimCls.__qualname__}"
+                if isinstance(OptimCls, type) else f"{OptimCls!r} ({type(OptimCls).__name__})")
+        raise TypeError(f"OptimCls must be a torch.optim.Optimizer subclass (e.g. "
+                        f"torch.optim.Adam, passed as the class itself), got {what}.")
+    module = OptimCls.__module__
+    name = ("torch.optim" if module.startswith("torch.optim") else module) + \
+        f".{OptimCls.__qualname__}"
+    return check_keywords("optim_kwargs", optim_kwargs, OptimCls, f"OptimCls={name}",
+                          reserved={"params": "the agent's parameters",
+                                    "lr": "set learning_rate instead"})
+
+
 def make_optimizer(OptimCls: type, params: Iterable, lr: float,
                    optim_kwargs: dict | None = None) -> torch.optim.Optimizer:
     """``OptimCls(params, lr=lr, **optim_kwargs)`` with torch's fastest implementation.
@@ -201,7 +239,7 @@ def make_optimizer(OptimCls: type, params: Iterable, lr: float,
     version (a third faster). Where the choice is refused (older torch, other
     devices or dtypes) the next one is tried, down to the default.
     """
-    kwargs = dict(optim_kwargs or {})
+    kwargs = check_optimizer(OptimCls, optim_kwargs)
     params = list(params)
     try:
         accepted = inspect.signature(OptimCls).parameters

@@ -93,10 +93,19 @@ def run(args: argparse.Namespace) -> int:
         CommandError: a user error (bad name, key or file), with a message for the
             command line.
     """
+    if args.log_dir and os.path.exists(args.log_dir) and not os.path.isdir(args.log_dir):
+        raise CommandError(f"--log-dir {args.log_dir!r} is a file, not a directory; name a "
+                           "new or existing directory for the run.")
+    if args.cuda_idx is not None:
+        import torch
+        if not torch.cuda.is_available():
+            raise CommandError(f"--cuda-idx {args.cuda_idx} asks for a GPU, but torch "
+                               f"{torch.__version__} finds none; leave out --cuda-idx to train "
+                               "on the CPU.")
     try:
         runner, config = build_experiment(config_from_args(args))
-    except (ValueError, FileNotFoundError) as error:
-        raise CommandError(str(error)) from None
+    except (ValueError, TypeError, FileNotFoundError) as error:
+        raise CommandError(" ".join(str(error).split())) from None  # On one line.
     name = f"{config['algo']}_{config['env_id'].replace('/', '-')}"
     log_dir = args.log_dir or name
     config.update(log_dir=log_dir, name=name, snapshot_mode=args.snapshot_mode)

@@ -286,16 +286,24 @@ def _build_runner(preset: AlgoPreset, target: EnvTarget, full: dict[str, Any]) -
                          ("runner", MinibatchRlEval)):
         check_kwargs(section, cls, kwargs[section])
     _check_env_kwargs(target, kwargs["env"])
-    sampler = SamplerCls(EnvCls=target.EnvCls, env_kwargs=target.env_kwargs,
-                         eval_env_kwargs=dict(target.env_kwargs), TrajInfoCls=target.TrajInfoCls,
-                         batch_T=full["batch_T"], batch_B=full["batch_B"],
-                         **_resolve_classes("sampler", kwargs["sampler"]))
-    algo = preset.AlgoCls(**_resolve_classes("algo", kwargs["algo"]))
-    agent = AgentCls(**_resolve_classes("agent", kwargs["agent"]))
+    sampler = _construct("sampler", SamplerCls, EnvCls=target.EnvCls,
+                         env_kwargs=target.env_kwargs, eval_env_kwargs=dict(target.env_kwargs),
+                         TrajInfoCls=target.TrajInfoCls, batch_T=full["batch_T"],
+                         batch_B=full["batch_B"], **_resolve_classes("sampler", kwargs["sampler"]))
+    algo = _construct("algo", preset.AlgoCls, **_resolve_classes("algo", kwargs["algo"]))
+    agent = _construct("agent", AgentCls, **_resolve_classes("agent", kwargs["agent"]))
     return MinibatchRlEval(algo=algo, agent=agent, sampler=sampler, n_steps=full["n_steps"],
                            seed=full["seed"], affinity=_affinity(full),
                            log_interval_steps=full["log_interval_steps"],
                            **_resolve_classes("runner", kwargs["runner"]))
+
+
+def _construct(section: str, cls: type, **kwargs: Any) -> Any:
+    """``cls(**kwargs)``, with a rejected argument reported as from config ``section``."""
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError) as error:
+        raise type(error)(f"config section '{section}' ({cls.__name__}): {error}") from None
 
 
 def _check_env_kwargs(target: EnvTarget | None, env_kwargs: dict[str, Any]) -> None:

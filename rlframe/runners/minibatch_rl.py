@@ -79,7 +79,20 @@ class MinibatchRlBase(BaseRunner):
         self.callbacks = check_callbacks(callbacks)
         self._stop_reason: str | None = None
         self._callbacks_started = False
+        self._check_sampler_setup()
         self._check_agent_env()
+
+    def _check_sampler_setup(self) -> None:
+        """Before any run directory exists: the sampler's workers fit the affinity, and
+        the algorithm can train on the sampler's batches."""
+        affinity = self.affinity.get("sampler") if self._async else self.affinity
+        check_affinity = getattr(self.sampler, "check_affinity", None)
+        if check_affinity is not None and isinstance(affinity, dict):
+            check_affinity(affinity)
+        batch_spec = getattr(self.sampler, "batch_spec", None)
+        check_batch_spec = getattr(self.algo, "check_batch_spec", None)
+        if batch_spec is not None and check_batch_spec is not None:
+            check_batch_spec(batch_spec, recurrent=getattr(self.agent, "recurrent", False))
 
     def _check_eval_sampler(self) -> None:
         """Evaluating runners need a sampler with evaluation envs."""
@@ -103,6 +116,9 @@ class MinibatchRlBase(BaseRunner):
         try:
             self.agent.check_env_spaces(env.spaces)
             self.agent.check_model(env.spaces)
+            check_initial = getattr(self.agent, "check_initial_state_dicts", None)
+            if check_initial is not None:
+                check_initial(env.spaces)
         finally:
             env.close()
 

@@ -124,6 +124,10 @@ class BaseSampler:
         return make_vec_env(self.env_backend, self.EnvCls,
                             self.eval_env_kwargs if eval else self.env_kwargs, n_envs)
 
+    def check_affinity(self, affinity: dict) -> None:
+        """Raise if this sampler cannot run with ``affinity`` (its part of the runner's
+        affinity); runners call it before any run directory exists. Default: any fits."""
+
     def initialize(self, *args: Any, **kwargs: Any) -> Examples:
         raise NotImplementedError
 

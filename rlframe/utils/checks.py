@@ -1,8 +1,11 @@
 """Argument checks that fail early with messages naming the parameter and value."""
 from __future__ import annotations
 
+import difflib
+import inspect
 import math
 import numbers
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 
@@ -43,3 +46,113 @@ def check_number(name: str, value: Any, low: float = 0., high: float = math.inf,
         bracket = "(" if low_open else "["
         raise ValueError(f"{name} must lie in {bracket}{low}, {high}], got {value}.")
     return value
+
+
+def close_names(name: str, names: Iterable[str]) -> str:
+    """`` Did you mean 'x'?`` for names close to ``name`` ('' if none)."""
+    close = difflib.get_close_matches(name, list(names), n=3, cutoff=0.6)
+    return f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+
+
+def keywords_of(fn: Callable) -> list[str] | None:
+    """Keyword names ``fn`` (a function or class) takes; None when it takes ``**kwargs``
+    or has no signature to read (then any keyword may be right)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return [p.name for p in params if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                  inspect.Parameter.KEYWORD_ONLY)]
+
+
+def check_keywords(name: str, kwargs: Any, fn: Callable, fn_name: str,
+                   reserved: dict[str, str] | None = None) -> dict[str, Any]:
+    """Raise unless ``kwargs`` (the argument ``name``) holds only keywords ``fn`` takes.
+
+    Args:
+        name: the argument holding the keywords (``"optim_kwargs"``).
+        kwargs: a dict of keywords (None means ``{}``).
+        fn: the function or class they are passed to.
+        fn_name: how to name ``fn`` in messages (``"torch.optim.Adam"``).
+        reserved: keywords rlframe passes itself, each with a hint for the message
+            (``{"lr": "set learning_rate instead"}``).
+
+    Returns:
+        ``kwargs`` as a new dict.
+
+    Raises:
+        TypeError: ``kwargs`` is not a dict, holds a reserved keyword, or one that
+            ``fn`` does not take (with close matches and the keywords it takes).
+    """
+    kwargs = {} if kwargs is None else kwargs
+    if not isinstance(kwargs, dict):
+        raise TypeError(f"{name} must be a dict of keyword arguments for {fn_name}, got "
+                        f"{type(kwargs).__name__}: {kwargs!r}.")
+    reserved = reserved or {}
+    for key in kwargs:
+        if key in reserved:
+            raise TypeError(f"{name} holds {key!r}, which rlframe passes to {fn_name} itself: "
+                            f"{reserved[key]}.")
+    accepted = keywords_of(fn)
+    if accepted is None:
+        return dict(kwargs)
+    accepted = [k for k in accepted if k not in reserved]
+    unknown = [key for key in kwargs if key not in accepted]
+    if unknown:
+        hint = "".join(close_names(str(key), accepted) for key in unknown)
+        raise TypeError(f"{name} holds {', '.join(repr(k) for k in unknown)}, which "
+                        f"{fn_name} does not take.{hint} {fn_name} takes: "
+                        f"{', '.join(accepted) or '(no keywords)'}.")
+    return dict(kwargs)
+
+
+def state_dict_mismatch(module: Any, state_dict: Any, limit: int = 10) -> str | None:
+    """How ``state_dict`` fails to fit ``module`` (a torch module), in words; None if it fits.
+
+    Lists missing and unexpected keys and entries of another shape, each list
+    cut after ``limit`` names ("and N more").
+    """
+    if not isinstance(state_dict, Mapping):
+        return f"it is a {type(state_dict).__name__}, not a state dict (a mapping of names " \
+               "to tensors)"
+    own = module.state_dict()
+
+    def listed(names: list[str]) -> str:
+        more = f" and {len(names) - limit} more" if len(names) > limit else ""
+        return ", ".join(names[:limit]) + more
+
+    missing = [k for k in own if k not in state_dict]
+    unexpected = [k for k in state_dict if k not in own]
+    shapes = [f"{k} {tuple(state_dict[k].shape)} (model: {tuple(own[k].shape)})"
+              for k in own if k in state_dict and hasattr(state_dict[k], "shape")
+              and tuple(state_dict[k].shape) != tuple(own[k].shape)]
+    parts = []
+    if missing:
+        parts.append(f"missing keys: {listed(missing)}")
+    if unexpected:
+        parts.append(f"unexpected keys: {listed(unexpected)}")
+    if shapes:
+        parts.append(f"other shapes: {listed(shapes)}")
+    return "; ".join(parts) or None
+
+
+def load_checked_state_dict(module: Any, state_dict: Any, name: str, owner: str) -> None:
+    """Load ``state_dict`` into ``module``, or raise naming what does not fit.
+
+    Args:
+        module: the torch module to load into.
+        state_dict: its parameters and buffers.
+        name: the argument it came from (``"initial_model_state_dict"``).
+        owner: what the module is, for the message (``"CategoricalPgAgent's model
+            CategoricalPgMlpModel"``).
+
+    Raises:
+        ValueError: keys are missing or unexpected, or entries differ in shape.
+    """
+    mismatch = state_dict_mismatch(module, state_dict)
+    if mismatch is not None:
+        raise ValueError(f"{name} does not fit {owner}: {mismatch}. Pass the state_dict() of "
+                         "a model built with the same ModelCls, model_kwargs and env.")
+    module.load_state_dict(state_dict)

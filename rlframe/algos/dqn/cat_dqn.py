@@ -112,6 +112,8 @@ class CategoricalDQN(DQN):
             ``(loss, kl [batch_size])``, the KL divergence of each sample.
         """
         z = self.z
+        if z.device != samples.return_.device:  # Batches on the model's GPU: once.
+            self.z = z = z.to(samples.return_.device)
         not_done_n = 1 - samples.done_n.float()
         disc = self.discount ** self.n_step_return
         target_z = samples.return_.unsqueeze(-1) + (not_done_n * disc).unsqueeze(-1) * z

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from rlframe.agents.dqn.epsilon_greedy import EpsilonGreedyAgentMixin
-from rlframe.algos.base import make_optimizer
+from rlframe.algos.base import check_optimizer, make_optimizer
 from rlframe.algos.off_policy import (OffPolicyAlgorithm, SamplesToBuffer,  # noqa: F401
                                       SamplesToBufferTl, is_frame_stack)
 from rlframe.utils.checks import as_int, check_number
@@ -114,8 +114,8 @@ class DQN(OffPolicyAlgorithm):
         self.delta_clip = delta_clip
         self.learning_rate = check_number("learning_rate", learning_rate)
         self.OptimCls = OptimCls
-        self.optim_kwargs = dict(eps=0.01 / self.batch_size) if optim_kwargs is None \
-            else dict(optim_kwargs)
+        self.optim_kwargs = check_optimizer(OptimCls, dict(eps=0.01 / self.batch_size)
+                                            if optim_kwargs is None else optim_kwargs)
         self.initial_optim_state_dict = initial_optim_state_dict
         self.eps_steps = as_int("eps_steps", eps_steps, minimum=0)
         self.double_dqn = double_dqn

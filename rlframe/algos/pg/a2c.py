@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from rlframe.agents.base import AgentInputs
-from rlframe.algos.base import check_compile
+from rlframe.algos.base import check_compile, check_optimizer
 from rlframe.algos.pg.base import OptInfo, PolicyGradientAlgo
 from rlframe.utils.tensor import valid_mean
 
@@ -47,7 +47,7 @@ class A2C(PolicyGradientAlgo):
         self.value_loss_coeff = value_loss_coeff
         self.entropy_loss_coeff = entropy_loss_coeff
         self.OptimCls = OptimCls
-        self.optim_kwargs = dict() if optim_kwargs is None else optim_kwargs
+        self.optim_kwargs = check_optimizer(OptimCls, optim_kwargs)
         self.clip_grad_norm = clip_grad_norm
         self.initial_optim_state_dict = initial_optim_state_dict
         self.gae_lambda = gae_lambda

@@ -6,14 +6,14 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from rlframe.agents.base import AgentInputs
-from rlframe.algos.base import check_compile, read_stats
+from rlframe.algos.base import check_compile, check_optimizer, read_stats
 from rlframe.algos.pg.base import LossInputs, OptInfo, PolicyGradientAlgo
 from rlframe.utils.buffer import buffer_method
 from rlframe.utils.checks import check_number, positive_int
 from rlframe.utils.tensor import minibatch_indexes, valid_mean
 
 if TYPE_CHECKING:
-    from rlframe.samplers.collections import Samples
+    from rlframe.samplers.collections import BatchSpec, Samples
     from rlframe.utils.buffer import TensorTree
     from rlframe.utils.collections import NamedArrayTuple
 
@@ -57,7 +57,7 @@ class PPO(PolicyGradientAlgo):
         self.value_loss_coeff = value_loss_coeff
         self.entropy_loss_coeff = entropy_loss_coeff
         self.OptimCls = OptimCls
-        self.optim_kwargs = dict() if optim_kwargs is None else optim_kwargs
+        self.optim_kwargs = check_optimizer(OptimCls, optim_kwargs)
         self.clip_grad_norm = clip_grad_norm
         self.initial_optim_state_dict = initial_optim_state_dict
         self.gae_lambda = gae_lambda
@@ -77,16 +77,26 @@ class PPO(PolicyGradientAlgo):
 
     def initialize(self, *args: Any, **kwargs: Any) -> None:
         super().initialize(*args, **kwargs)
-        n_split = self.batch_spec.B if self.agent.recurrent else self.batch_spec.size
-        if self.minibatches > n_split:
-            what = "batch_B (recurrent agents split over envs)" if self.agent.recurrent \
-                else "batch_T * batch_B"
-            raise ValueError(f"PPO minibatches={self.minibatches} exceeds {what}={n_split}.")
+        self.check_batch_spec(self.batch_spec, self.agent.recurrent)
         self._batch_size = self.batch_spec.size // self.minibatches
         if self.linear_lr_schedule:
             n_itr = max(self.n_itr, 1)
             self.lr_scheduler = torch.optim.lr_scheduler.LambdaLR(
                 optimizer=self.optimizer, lr_lambda=lambda itr: (n_itr - itr) / n_itr)
+
+    def check_batch_spec(self, batch_spec: BatchSpec, recurrent: bool = False) -> None:
+        """Every minibatch needs at least one sample (recurrent agents: one env)."""
+        T, B = batch_spec.T, batch_spec.B
+        if recurrent and self.minibatches > B:
+            raise ValueError(
+                f"PPO minibatches={self.minibatches} exceeds batch_B={B}: a recurrent agent "
+                "trains on whole [T] sequences, so minibatches split the envs only. Use "
+                f"minibatches <= {B}, or more envs (batch_B).")
+        if not recurrent and self.minibatches > T * B:
+            raise ValueError(
+                f"PPO minibatches={self.minibatches} exceeds batch_T * batch_B = {T} * {B} = "
+                f"{T * B} samples per batch: every minibatch needs at least one sample. Use "
+                f"minibatches <= {T * B}, or a larger batch_T or batch_B.")
 
     def optimize_agent(self, itr: int, samples: Samples | None = None,
                        sampler_itr: int | None = None) -> OptInfo:

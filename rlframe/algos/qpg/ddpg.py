@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from rlframe.algos.base import make_optimizer
+from rlframe.algos.base import check_optimizer, make_optimizer
 from rlframe.algos.off_policy import OffPolicyAlgorithm, SamplesToBuffer, SamplesToBufferTl
 from rlframe.utils.checks import check_number, positive_int
 from rlframe.utils.tensor import valid_mean
@@ -85,7 +85,7 @@ class DDPG(OffPolicyAlgorithm):
         self.learning_rate = check_number("learning_rate", learning_rate)
         self.q_learning_rate = check_number("q_learning_rate", q_learning_rate)
         self.OptimCls = OptimCls
-        self.optim_kwargs = dict() if optim_kwargs is None else dict(optim_kwargs)
+        self.optim_kwargs = check_optimizer(OptimCls, optim_kwargs)
         self.initial_optim_state_dict = initial_optim_state_dict
         self.q_target_clip = check_number("q_target_clip", q_target_clip)
 

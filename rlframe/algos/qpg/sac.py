@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from rlframe.algos.base import make_optimizer
+from rlframe.algos.base import check_optimizer, make_optimizer
 from rlframe.algos.off_policy import OffPolicyAlgorithm, SamplesToBuffer, SamplesToBufferTl
 from rlframe.utils.checks import check_number
 from rlframe.utils.distributed import average_gradients
@@ -99,7 +99,7 @@ class SAC(OffPolicyAlgorithm):
         self.fixed_alpha = None if fixed_alpha is None else check_number("fixed_alpha",
                                                                          fixed_alpha)
         self.OptimCls = OptimCls
-        self.optim_kwargs = dict() if optim_kwargs is None else dict(optim_kwargs)
+        self.optim_kwargs = check_optimizer(OptimCls, optim_kwargs)
         self.initial_optim_state_dict = initial_optim_state_dict
         if action_prior not in ACTION_PRIORS:
             raise ValueError(f"action_prior must be one of {ACTION_PRIORS}, got "

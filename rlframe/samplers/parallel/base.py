@@ -83,6 +83,35 @@ class ParallelSamplerBase(BaseSampler):
                     "another function, cannot be pickled), or use start_method='fork' on "
                     "Linux.") from None
 
+    def check_affinity(self, affinity: dict, name: str | None = None
+                       ) -> list[tuple[int, ...]]:
+        """Check ``affinity['workers_cpus']`` (one entry per worker) and that the workers
+        split ``batch_B`` evenly; returns one tuple of CPU ids per worker.
+
+        Args:
+            affinity: the sampler's affinity dict.
+            name: how to name ``affinity`` in errors (default ``"affinity"``, or the
+                sampler's ``affinity_name``).
+
+        Raises:
+            ValueError: ``workers_cpus`` is missing or wrong, or ``batch_B`` is not a
+                multiple of the number of workers.
+        """
+        name = name or getattr(self, "affinity_name", "affinity")
+        workers_cpus = check_workers_cpus(affinity, alternating=self.alternating, name=name)
+        n_worker, B = len(workers_cpus), self.batch_spec.B
+        if B % n_worker != 0:
+            divisors = [k for k in range(1, B + 1) if B % k == 0
+                        and (k % 2 == 0 or not self.alternating)]
+            larger = -(-B // n_worker) * n_worker
+            groups = ", in two groups of alternating workers" if self.alternating else ""
+            raise ValueError(
+                f"{type(self).__name__}: batch_B={B} must be a multiple of the number of "
+                f"workers, {n_worker} (len({name}['workers_cpus']): one worker per entry"
+                f"{groups}), since each worker steps as many envs. Use batch_B={larger}, or "
+                f"workers_cpus with {_or_list(divisors)} entries.")
+        return workers_cpus
+
     def initialize(self, agent: BaseAgent, affinity: dict | None = None, seed: int | None = None,
                    bootstrap_value: bool = False, traj_info_kwargs: dict | None = None,
                    world_size: int = 1, rank: int = 0,
@@ -103,14 +132,9 @@ class ParallelSamplerBase(BaseSampler):
         """
         affinity = {} if affinity is None else affinity
         self._set_traj_info_kwargs(traj_info_kwargs)
-        workers_cpus = check_workers_cpus(affinity, alternating=self.alternating)
+        workers_cpus = self.check_affinity(affinity)
         n_worker = len(workers_cpus)
         B = self.batch_spec.B
-        if B % n_worker != 0 or B < n_worker:
-            raise ValueError(
-                f"batch_B={B} must be a multiple of the number of workers "
-                f"(len(affinity['workers_cpus'])={n_worker}"
-                + (", two groups of alternating workers" if self.alternating else "") + ").")
         self.n_worker = n_worker
         self.B_per_worker = B // n_worker
         seed = int(np.random.randint(2 ** 31)) if seed is None else seed
@@ -373,3 +397,9 @@ class ParallelSamplerBase(BaseSampler):
 
     def _release_extra(self) -> None:
         """GPU-style samplers unblock workers waiting for actions."""
+
+
+def _or_list(numbers: list[int]) -> str:
+    """``[1, 2, 4]`` -> ``"1, 2 or 4"``."""
+    words = [str(n) for n in numbers]
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
