@@ -242,3 +242,28 @@ def worker_children(pid=None):
         if "resource_tracker" not in cmd and "forkserver" not in cmd:
             children.append(c)
     return children
+
+
+ORPHAN_CODE = """
+import os, sys, time
+if os.fork():
+    os._exit(0)  # The grandchild is handed to init (or a subreaper).
+with open(sys.argv[1], "a") as f:
+    f.write(f"{os.getpid()}\\n")
+time.sleep(300)
+"""
+
+
+def orphan_leaving_env(pid_file=None, **kwargs):
+    """A gymnasium env (``gym_make(**kwargs)``) whose making in a Ray worker also leaves
+    a sleeping process that no longer descends from its maker (its pid appended to
+    ``pid_file``), as a process the raylet starts late and loses to init would be."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    from rlframe.envs.gym import make as gym_make
+    if pid_file is not None and psutil.Process().cmdline()[0].startswith("ray::"):
+        subprocess.run([sys.executable, "-c", ORPHAN_CODE, pid_file], check=True)
+    return gym_make(**kwargs)

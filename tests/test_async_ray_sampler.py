@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import psutil
@@ -17,7 +18,7 @@ ray = pytest.importorskip("ray")
 
 from rlframe.agents.pg.categorical import CategoricalPgAgent  # noqa: E402
 from rlframe.envs.gym import make as gym_make  # noqa: E402
-from rlframe.runners.async_rl import AsyncRlEval  # noqa: E402
+from rlframe.runners.async_rl import AsyncRl, AsyncRlEval  # noqa: E402
 from rlframe.runners.callbacks import Callback, StopAtReturn  # noqa: E402
 from rlframe.samplers.parallel.base import WorkerError  # noqa: E402
 from rlframe.samplers.ray import AsyncRaySampler  # noqa: E402
@@ -172,6 +173,98 @@ def test_an_interrupted_run_leaves_nothing(how, in_tmp_cwd):
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+
+
+@pytest.mark.timeout(200)
+def test_async_ray_after_ray_in_the_same_process_starts_by_forkserver(in_tmp_cwd):
+    """A script that ran a RaySampler first (its process used Ray, so a forked child cannot
+    start Ray): AsyncRl picks forkserver by itself, says so, completes, and leaves nothing."""
+    script = os.path.join(TESTS_DIR, "ray_then_async_script.py")
+    shm_before = shm_entries()
+    process = start_script([sys.executable, script], cwd=in_tmp_cwd)
+    seen = {}
+
+    def watch():  # Every descendant of the script while it runs.
+        while process.poll() is None:
+            try:
+                for p in psutil.Process(process.pid).children(recursive=True):
+                    seen.setdefault(p.pid, p)
+            except psutil.Error:
+                pass
+            time.sleep(0.2)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        output, _ = process.communicate(timeout=170.)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        watcher.join()
+    assert process.returncode == 0, output[-3000:]
+    assert "RAY RUN DONE" in output and "ASYNC RUN DONE" in output, output[-3000:]
+    assert re.search(r"AsyncRl: starting the child processes with start_method='forkserver' "
+                     r"instead of the default 'fork': this process \(pid \d+\) used Ray",
+                     output), output[-3000:]
+    assert "AsyncRaySampler initialized" in output and "Training complete" in output
+    assert len(seen) >= 5, seen  # Both runs' Rays, the forkserver and the runner's children.
+    _, left = psutil.wait_procs(list(seen.values()), timeout=20.)
+    left = [p for p in left if alive(p)]
+    names = [p.name() for p in left]
+    for p in left:
+        p.kill()
+    assert not left, names
+    assert not new_shm_of(set(seen) | {process.pid}, shm_before)
+
+
+def test_fork_asked_for_in_a_process_that_used_ray_is_refused(in_tmp_cwd, monkeypatch):
+    """An explicit start_method='fork' is honoured as asked, so it fails early and clearly."""
+    import rlframe.samplers.ray.sampler as ray_sampler
+    monkeypatch.setattr(ray_sampler, "_RAY_USED_BY_PID", os.getpid())  # As after a Ray run.
+    sampler = AsyncRaySampler(EnvCls=gym_make, env_kwargs=ENV, batch_T=4, batch_B=2,
+                              n_workers=1)
+    affinity = make_affinity(**AFFINITY)
+    affinity["sampler"].pop("workers_cpus")
+    runner = AsyncRl(algo=cartpole_dqn(), agent=cartpole_agent(), sampler=sampler, n_steps=64,
+                     affinity=affinity, start_method="fork")
+    with pytest.raises(RuntimeError, match=r"start_method='fork' cannot work here: "
+                       r"this process \(pid \d+\) used Ray.*'forkserver' or 'spawn'"):
+        with logger_context("fork", 0, "fork", {}, snapshot_mode="none"):
+            runner.train()
+
+
+@pytest.mark.timeout(150)
+def test_a_process_lost_from_rays_tree_dies_with_the_master(in_tmp_cwd):
+    """Processes that Ray's processes start and that leave their tree (handed to init, as
+    a late-started agent of a killed raylet is) end too when the master is killed."""
+    script = os.path.join(TESTS_DIR, "async_ray_orphan_script.py")
+    pid_file = str(in_tmp_cwd / "orphans")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (TESTS_DIR, os.environ.get("PYTHONPATH")) if p))
+    process = start_script([sys.executable, script, pid_file], cwd=in_tmp_cwd, env=env)
+    orphans = []
+    try:
+        wait_for_line(process, "TRAINING STARTED", timeout=120.)
+        with open(pid_file) as f:
+            orphans = [psutil.Process(int(line)) for line in f.read().split()]
+        assert len(orphans) >= 2, orphans  # One per worker's env at least.
+        root = psutil.Process(process.pid)
+        tree = [root] + root.children(recursive=True)
+        assert not {p.pid for p in orphans} & {p.pid for p in tree}  # Out of the tree.
+        root.kill()
+        process.wait()
+        _, left = psutil.wait_procs(orphans + tree, timeout=30.)
+        left = [p for p in left if alive(p)]
+        names = [p.name() for p in left]
+        assert not left, names
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        for p in orphans:
+            if alive(p):
+                p.kill()
 
 
 # ------------------------------------------------------------------ with this process's Ray

@@ -24,7 +24,11 @@ bound on the transitions trained on per transition collected. The sampler runs
 free (as in rlpyt) unless the runner has ``sampler_lead_steps``: then it waits
 while it is more than that many env steps ahead of where ``replay_ratio`` puts
 the optimizer, which makes ``replay_ratio`` a lower bound too (up to the
-lead), e.g. for envs that step faster than the optimizer trains. After every
+lead), e.g. for envs that step faster than the optimizer trains. Every
+diagnostics row logs the replay ratio reached (``ReplayRatio``: over the last
+interval; ``LearningReplayRatio``: since learning began); a run whose reached
+ratio falls below half of ``replay_ratio`` warns once, suggesting
+``sampler_lead_steps``. After every
 call the optimizer publishes the parameters
 (``agent.send_shared_memory``), which the sampler takes before its next batch
 or evaluation. A child that raises sends its traceback to the master, which
@@ -44,6 +48,7 @@ import signal
 import threading
 import time
 import traceback
+import warnings
 from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -56,6 +61,7 @@ from rlframe.runners import resume
 from rlframe.runners.callbacks import Callback
 from rlframe.runners.minibatch_rl import MinibatchRlBase, sampler_diagnostics
 from rlframe.samplers.async_.base import N_DOUBLE_BUFFER
+from rlframe.samplers.ray.sampler import RaySampler, ray_used_here
 from rlframe.utils.checks import positive_int
 from rlframe.utils.collections import AttrDict
 from rlframe.utils.distributed import (broadcast_state, gather_objects, init_process_group,
@@ -66,7 +72,8 @@ from rlframe.utils.launching.pinning import (check_async_affinity, check_cuda_de
 from rlframe.utils.loading import agent_spec
 from rlframe.utils.logging import logger
 from rlframe.utils.seed import make_seed, set_seed
-from rlframe.utils.synchronize import check_start_method, die_with_parent, drain_queue, find_port
+from rlframe.utils.synchronize import (check_start_method, cuda_fork_problem, die_with_parent,
+                                       drain_queue, find_port, start_method_without_fork)
 
 if TYPE_CHECKING:
     from multiprocessing.context import BaseContext
@@ -82,6 +89,9 @@ POLL_S = 0.2  # How often a blocked process checks on the others.
 JOIN_TIMEOUT_S = 5.  # Children ending by themselves at shutdown, before SIGTERM.
 FAILURE_GRACE_S = 3.  # A child failed: time for the master to notice before it is interrupted.
 RANK_STOP_S = 0.5  # A failed run: optimizer ranks ending by themselves, before SIGTERM.
+# The reached replay ratio is checked against replay_ratio only over at least this many
+# optimize_agent calls' worth of sampled steps (one call's lag must not look like a drop).
+RATIO_CHECK_CALLS = 4
 
 ALGO_ASYNC_ATTRIBUTES = ("async_initialize", "optim_initialize", "samples_to_buffer",
                          "optimize_agent", "updates_per_sync", "replay_ratio", "batch_size",
@@ -649,14 +659,18 @@ class AsyncRlBase(MinibatchRlBase):
         callbacks: :class:`~rlframe.runners.callbacks.Callback` objects;
             ``on_iteration_end`` receives ``samples=None``.
         start_method: how the children start (``"fork"``, ``"forkserver"``,
-            ``"spawn"``; None: the multiprocessing default). Under spawn and
+            ``"spawn"``; None: the multiprocessing default, except that a Ray
+            sampler in a process that already used Ray gets ``"forkserver"``,
+            as Ray cannot start in a forked child). Under spawn and
             forkserver the sampler and the algorithm must pickle.
         sampler_lead_steps: env steps the sampler may run ahead of the point
             where ``replay_ratio`` puts the optimizer (rounded up to whole
             sampler batches, at least one); the sampler waits beyond it. None
-            (default, as rlpyt): the sampler runs free, and on envs that step
-            faster than the optimizer trains, far fewer updates are made than
-            ``replay_ratio`` allows.
+            (default, as rlpyt): the sampler runs free, so a slow env never
+            waits for the optimizer; on envs that step faster than the
+            optimizer trains, far fewer updates are made than ``replay_ratio``
+            asks for, which the ``ReplayRatio`` column shows and a warning
+            names. Set it (e.g. 8 sampler batches) to keep ``replay_ratio``.
         pg_timeout: seconds a collective of several optimizer ranks may wait for
             the others before it fails.
     """
@@ -829,7 +843,7 @@ class AsyncRlBase(MinibatchRlBase):
         if self.seed is None:
             self.seed = make_seed()
         set_seed(self.seed)
-        self.ctx = mp.get_context(self.start_method)
+        self.ctx = mp.get_context(self._children_start_method())
         double_buffer, examples = self.sampler.async_initialize(
             agent=self.agent, bootstrap_value=getattr(self.algo, "bootstrap_value", False),
             traj_info_kwargs=self.get_traj_info_kwargs(), seed=self.seed, ctx=self.ctx)
@@ -846,6 +860,8 @@ class AsyncRlBase(MinibatchRlBase):
             self.world_size)
         self.sampler_lead_itrs = None if self.sampler_lead_steps is None else max(
             1, math.ceil(self.sampler_lead_steps / self.sampler_batch_size))
+        self._learn_start_itr = self.throttle_itr  # The optimizer's first call may come here.
+        self._ratio_warned = False
         self.warn_if_never_learning(n_itr, self.throttle_itr - 1)
         resume_from = logger.get_resume_snapshot()
         snapshot = None if resume_from is None else resume.load_async_snapshot(self, resume_from)
@@ -858,6 +874,28 @@ class AsyncRlBase(MinibatchRlBase):
         self._callbacks_started = True
         self._call_callbacks("on_startup")
         return throttle
+
+    def _children_start_method(self) -> str | None:
+        """``start_method``, or ``"forkserver"`` in place of a default fork (logged) where
+        a forked child would fail: a Ray sampler in a process that used Ray (a notebook,
+        a script that ran a RaySampler first), or children on a GPU when this process has
+        initialized CUDA.
+
+        Raises:
+            RuntimeError: ``start_method="fork"`` was asked for in such a process.
+        """
+        why = None
+        if isinstance(self.sampler, RaySampler) and ray_used_here():
+            why = (f"this process (pid {os.getpid()}) used Ray, and Ray cannot start in a "
+                   f"process forked from it (for {type(self.sampler).__name__})")
+        else:
+            sampler_affinity = self.affinity["sampler"]
+            servers = sampler_affinity if isinstance(sampler_affinity, (list, tuple)) \
+                else [sampler_affinity]
+            cuda_idxs = [server.get("cuda_idx") for server in servers]
+            cuda_idxs += [opt.get("cuda_idx") for opt in self.affinity["optimizer"][1:]]
+            why = cuda_fork_problem(cuda_idxs)
+        return start_method_without_fork(self.start_method, type(self).__name__, why)
 
     def get_n_itr(self) -> int:
         """Sampler iterations; see :func:`async_n_itr`."""
@@ -1240,6 +1278,14 @@ class AsyncRlBase(MinibatchRlBase):
                         prefix: str = "Diagnostics/") -> dict[str, Any]:
         """Save the snapshot, write one diagnostics row and hand it to the callbacks.
 
+        The replay ratio columns count the transitions trained on (updates x
+        ``batch_size`` x optimizer ranks) per env step sampled: ``ReplayRatio`` over
+        the steps since the last row, ``CumReplayRatio`` over all steps (as rlpyt: it
+        counts the ``min_steps_learn`` steps, so it stays below ``replay_ratio``), and
+        ``LearningReplayRatio`` over the steps since learning could begin, the one to
+        compare with the algorithm's ``replay_ratio``. Below half of it, a warning is
+        given once per run (see :meth:`_warn_if_ratio_dropped`).
+
         Args:
             itr: optimizer iteration (-1: the evaluation before any training).
             sampler_itr: the sampler's iteration when the row is written.
@@ -1258,16 +1304,20 @@ class AsyncRlBase(MinibatchRlBase):
         new_samples = self.sampler_batch_size * (sampler_itr - self._log_sampler_itr)
         batch_size, ws = self.algo.batch_size, self.world_size
         cum_samples = sampler_itr * self.sampler_batch_size
+        replay_ratio = new_updates * batch_size * ws / max(1, new_samples)
+        learn_samples = self.sampler_batch_size * (sampler_itr - self._learn_start_itr)
+        learning_ratio = (self.algo.update_counter * batch_size * ws / learn_samples
+                          if learn_samples > 0 else float("nan"))
         with logger.tabular_prefix(prefix):
             logger.record_tabular("Iteration", itr)
             logger.record_tabular("SamplerIteration", sampler_itr)
             logger.record_tabular("CumTime (s)", self._cum_time)
             logger.record_tabular("CumSteps", cum_samples)
             logger.record_tabular("CumUpdates", self.algo.update_counter)
-            logger.record_tabular("ReplayRatio",
-                                  new_updates * batch_size * ws / max(1, new_samples))
+            logger.record_tabular("ReplayRatio", replay_ratio)
             logger.record_tabular("CumReplayRatio",
                                   self.algo.update_counter * batch_size * ws / max(1, cum_samples))
+            logger.record_tabular("LearningReplayRatio", learning_ratio)
             logger.record_tabular("StepsPerSecond", new_samples / elapsed)
             if self._eval:
                 eval_time = self.ctrl.eval_time.value if self.ctrl is not None else 0.
@@ -1286,6 +1336,9 @@ class AsyncRlBase(MinibatchRlBase):
                 logger.record_tabular(key, value)
         self._log_infos(traj_infos)
         diagnostics = logger.dump_tabular(with_prefix=False)
+        interval_learns = self._log_sampler_itr >= self._learn_start_itr
+        self._warn_if_ratio_dropped(replay_ratio if interval_learns else float("nan"),
+                                    new_samples, learning_ratio, learn_samples)
         self._last_time = new_time
         self._last_update_counter = self.algo.update_counter
         self._log_sampler_itr = sampler_itr
@@ -1295,6 +1348,39 @@ class AsyncRlBase(MinibatchRlBase):
             self._stop_reason = f"{names} returned False from on_log at iteration {itr}"
             logger.log(f"Stopping the run: {self._stop_reason}.")
         return diagnostics
+
+
+    def _warn_if_ratio_dropped(self, interval_ratio: float, interval_steps: int,
+                               learning_ratio: float, learning_steps: int) -> None:
+        """Warn (once per run) when the replay ratio reached, over the last interval or
+        since learning began, is below half of the algorithm's ``replay_ratio``.
+
+        A ratio counts only over at least RATIO_CHECK_CALLS ``optimize_agent`` calls'
+        worth of sampled steps, and with a sampler lead over at least twice the lead
+        (within which the optimizer may lag by design); ``nan`` (no such steps) is skipped.
+        """
+        if self._ratio_warned:
+            return
+        target = float(self.algo.replay_ratio)
+        min_steps = RATIO_CHECK_CALLS * self.delta_throttle_itr * self.sampler_batch_size
+        if self.sampler_lead_itrs is not None:
+            min_steps = max(min_steps, 2 * (self.sampler_lead_itrs + 1) * self.sampler_batch_size)
+        for ratio, steps, over in ((interval_ratio, interval_steps, "over the last interval"),
+                                   (learning_ratio, learning_steps, "since learning began")):
+            if math.isnan(ratio) or steps < min_steps or ratio >= 0.5 * target:
+                continue
+            self._ratio_warned = True
+            lead = self.sampler_lead_steps
+            advice = (f"pass sampler_lead_steps (e.g. {8 * self.sampler_batch_size}, 8 "
+                      "sampler batches) so that the sampler waits for the optimizer"
+                      if lead is None else f"lower sampler_lead_steps={lead:g}")
+            message = (f"{type(self).__name__}: the replay ratio reached {over} is "
+                       f"{ratio:.3g}, below half of {type(self.algo).__name__}'s "
+                       f"replay_ratio={target:g}: the sampler outruns the optimizer, which "
+                       f"makes fewer updates than asked for. To keep replay_ratio, {advice}.")
+            logger.log(f"WARNING: {message}")
+            warnings.warn(message, RuntimeWarning, stacklevel=2)
+            return
 
 
 class AsyncRl(AsyncRlBase):

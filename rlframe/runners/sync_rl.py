@@ -43,7 +43,8 @@ from rlframe.utils.distributed import (broadcast_object, broadcast_state, gather
 from rlframe.utils.launching.pinning import check_affinity, check_cuda_device
 from rlframe.utils.logging import logger
 from rlframe.utils.seed import make_seed, set_seed
-from rlframe.utils.synchronize import check_start_method, die_with_parent, drain_queue, find_port
+from rlframe.utils.synchronize import (check_start_method, cuda_fork_problem, die_with_parent,
+                                       drain_queue, find_port, start_method_without_fork)
 
 BATCH_SCALINGS = ("weak", "strong")
 JOIN_TIMEOUT_S = 30.  # Ranks 1.. finishing after rank 0 at the end of a run.
@@ -275,7 +276,9 @@ class SyncRlMixin:
     def _launch_workers(self) -> None:
         if self.workers:
             return
-        ctx = mp.get_context(self.start_method)
+        why = cuda_fork_problem([affinity.get("cuda_idx") for affinity in self.affinities[1:]])
+        ctx = mp.get_context(start_method_without_fork(self.start_method, type(self).__name__,
+                                                       why))
         self._error_queue = ctx.Queue()
         self._error_reports = {}
         for rank in range(1, self.world_size):

@@ -201,6 +201,48 @@ def check_start_method(start_method: str | None) -> str | None:
     return start_method
 
 
+def start_method_without_fork(start_method: str | None, owner: str, why: str | None
+                              ) -> str | None:
+    """The start method for child processes when forking this process may not work.
+
+    Args:
+        start_method: what the user asked for (None: the platform's default).
+        owner: who starts the children, for the messages (e.g. ``"AsyncRl"``).
+        why: why a forked child would fail (e.g. this process initialized CUDA and a
+            child uses it), or None when forking is fine.
+
+    Returns:
+        ``start_method``, or ``"forkserver"`` in place of a default fork (logged).
+
+    Raises:
+        RuntimeError: ``start_method="fork"`` was asked for although ``why``.
+    """
+    if why is None:
+        return start_method
+    if start_method == "fork":
+        raise RuntimeError(f"{owner}: start_method='fork' cannot work here: {why}. Pass "
+                           "start_method='forkserver' or 'spawn', or None (then forkserver "
+                           "is chosen).")
+    default = mp.get_start_method(allow_none=True) or mp.get_all_start_methods()[0]
+    if start_method is None and default == "fork":
+        from rlframe.utils.logging import logger
+        logger.log(f"{owner}: starting the child processes with start_method='forkserver' "
+                   f"instead of the default 'fork': {why}.")
+        return "forkserver"
+    return start_method
+
+
+def cuda_fork_problem(child_cuda_idxs: list[int | None]) -> str | None:
+    """Why forked children could not use CUDA, or None: CUDA cannot be initialized
+    again in a process forked from one that initialized it (a notebook or script that
+    used the GPU before the runner started)."""
+    import torch
+    if not any(idx is not None for idx in child_cuda_idxs) or not torch.cuda.is_initialized():
+        return None
+    return (f"this process (pid {os.getpid()}) has initialized CUDA, and a child that uses "
+            "a GPU cannot initialize it again in a forked process")
+
+
 _PR_SET_PDEATHSIG = 1  # prctl option: the signal a process gets when its parent exits.
 _libc: Any = None
 

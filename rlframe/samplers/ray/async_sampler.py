@@ -21,6 +21,7 @@ import collections
 import copy
 import os
 import signal
+import subprocess
 import threading
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -28,6 +29,8 @@ import psutil
 import torch
 
 from rlframe.samplers.async_.base import AsyncSamplerMixin
+from rlframe.samplers.ray.reaper import (isolate_session, kill_session, session_processes,
+                                         start_reaper, stop_reaper)
 from rlframe.samplers.ray.sampler import RaySampler, import_ray
 from rlframe.utils.checks import positive_int
 from rlframe.utils.launching.pinning import pin_master, set_cpu_affinity
@@ -44,7 +47,8 @@ if TYPE_CHECKING:
 
 
 def _stop_ray_on_sigterm(ray_processes: Callable[[], list[psutil.Process]],
-                         known: Callable[[], list[psutil.Process]]) -> None:
+                         known: Callable[[], list[psutil.Process]],
+                         reaper_pid: int | None) -> None:
     """On SIGTERM, kill a local Ray's processes, then exit at once.
 
     The runner's sampler process gets SIGTERM when the main process dies (or stops it
@@ -52,10 +56,13 @@ def _stop_ray_on_sigterm(ray_processes: Callable[[], list[psutil.Process]],
     Python is not dependable and a later Ray call may wait on the processes just
     stopped; so the handler calls no Ray API. This process may itself be killed
     moments later (Ray's processes fate-share with one another), and the raylet's
-    agents outlive a killed raylet: so the processes ``known()`` lists (recorded
-    once the workers were ready) are killed first, with one signal each, before
-    ``ray_processes()`` walks the process tree for any others. Actors on a cluster
-    end with this process, their owner.
+    agents outlive a killed raylet. With a watchdog (``reaper_pid``: this process
+    leads a session of its own, see :mod:`~rlframe.samplers.ray.reaper`) every other
+    process of the session is killed with one signal each, and the watchdog, once
+    this process is gone, kills any the raylet started meanwhile. Without one, the
+    processes ``known()`` lists (recorded once the workers were ready) are killed
+    first, before ``ray_processes()`` walks the process tree for any others. Actors
+    on a cluster end with this process, their owner.
     """
     if threading.current_thread() is not threading.main_thread():
         return
@@ -63,6 +70,9 @@ def _stop_ray_on_sigterm(ray_processes: Callable[[], list[psutil.Process]],
     def handler(signum: int, frame: Any) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         try:
+            if reaper_pid is not None:
+                kill_session(os.getpid(), {os.getpid(), reaper_pid})
+                return
             for process in known():
                 try:
                     process.kill()  # Checks the pid was not reused.
@@ -121,7 +131,11 @@ class AsyncRaySampler(AsyncSamplerMixin, RaySampler):
 
     ``ray_address=None`` starts a local Ray in the sampler process, which
     :meth:`shutdown` stops, every process of it; so does SIGTERM in the runner's
-    sampler process (which gets it when the main process dies). Worker
+    sampler process (which gets it when the main process dies). There the
+    sampler process first leads a new session, which Ray's processes join, and
+    starts a watchdog (:mod:`~rlframe.samplers.ray.reaper`) that kills whatever
+    is left of the session once the sampler process or the main process is
+    gone, however it ended. Worker
     ``w`` is seeded ``seed + w``, env ``b`` of the batch ``seed + b``.
     """
 
@@ -136,6 +150,7 @@ class AsyncRaySampler(AsyncSamplerMixin, RaySampler):
         self._master_pid: int | None = None
         self._ray_daemons: list[psutil.Process] = []  # Of the local Ray started here.
         self._ray_processes: list[psutil.Process] = []  # All of them, once workers are ready.
+        self._reaper: subprocess.Popen | None = None  # The session's watchdog (see reaper).
 
     # ---- master process ----------------------------------------------------------------
 
@@ -179,14 +194,20 @@ class AsyncRaySampler(AsyncSamplerMixin, RaySampler):
             if pinned and self.ray_address is None and not ray.is_initialized():
                 # A local Ray's processes inherit this process's CPUs.
                 set_cpu_affinity(affinity.get("all_cpus"))
+            in_sampler_process = os.getpid() != self._master_pid
+            if (in_sampler_process and self.ray_address is None and not ray.is_initialized()
+                    and isolate_session()):
+                # Before ray.init: every process of the local Ray joins this session.
+                self._reaper = start_reaper(self._master_pid)
             children = {p.pid for p in psutil.Process().children()}
             self._connect(ray)
             if self._owns_ray:  # Its daemons are this process's new children.
                 self._ray_daemons = [p for p in psutil.Process().children()
                                      if p.pid not in children]
-            if os.getpid() != self._master_pid:  # After ray.init, which sets a handler too.
+            if in_sampler_process:  # After ray.init, which sets a handler too.
                 _stop_ray_on_sigterm(lambda: _with_descendants(self._ray_daemons),
-                                     lambda: self._ray_processes)
+                                     lambda: self._ray_processes,
+                                     None if self._reaper is None else self._reaper.pid)
             pin_master(affinity)
             self._start_workers(ray, self.seed, 0, self.bootstrap_value, threads)
             # The raylet's agents and the actors are up by now.
@@ -310,7 +331,13 @@ class AsyncRaySampler(AsyncSamplerMixin, RaySampler):
         finally:
             # ray.shutdown() stops the daemons it started; processes those started in
             # turn (the raylet's agents) may take a minute to notice, if still starting.
+            if self._reaper is not None:
+                ray_processes += session_processes(os.getpid(),
+                                                   {os.getpid(), self._reaper.pid})
             _stop(ray_processes)
+            if self._reaper is not None:  # It kills what is left of the session, and ends.
+                stop_reaper(self._reaper)
+                self._reaper = None
 
     def __getstate__(self) -> dict:
         if self.workers:

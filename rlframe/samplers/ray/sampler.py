@@ -75,6 +75,13 @@ def note_ray_in_use() -> None:
         _RAY_USED_BY_PID = os.getpid()
 
 
+def ray_used_here() -> bool:
+    """Whether this process used Ray (it is connected to one, or a Ray sampler connected
+    it before): a process forked from it cannot start Ray."""
+    note_ray_in_use()
+    return _RAY_USED_BY_PID == os.getpid()
+
+
 def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
     """Raise ConnectionError unless something listens at ``address`` ("host:port")."""
     host, sep, port = address.rpartition(":")
