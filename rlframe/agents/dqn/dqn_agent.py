@@ -114,9 +114,10 @@ class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
 
     def __call__(self, observation: TensorTree, prev_action: torch.Tensor,
                  prev_reward: torch.Tensor) -> torch.Tensor:
-        """Q-values [*lead, A] of the online model, with grad, on CPU."""
+        """Q-values [*lead, A] of the online model, with grad: on the CPU, or on the
+        model's device for inputs already there (replay batches on a GPU)."""
         q = self.model(*self._model_inputs(observation, prev_action, prev_reward))
-        return self.to_cpu(q)
+        return self.to_device_of(q, observation)
 
     @step_without_grad
     def step(self, observation: TensorTree, prev_action: torch.Tensor,
@@ -129,9 +130,9 @@ class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
     @torch.no_grad()
     def target(self, observation: TensorTree, prev_action: torch.Tensor,
                prev_reward: torch.Tensor) -> torch.Tensor:
-        """Q-values [*lead, A] of the target model (no grad), on CPU."""
+        """Q-values [*lead, A] of the target model (no grad), where ``__call__`` puts them."""
         q = self.target_model(*self._model_inputs(observation, prev_action, prev_reward))
-        return self.to_cpu(q)
+        return self.to_device_of(q, observation)
 
     def update_target(self, tau: float = 1) -> None:
         """Copy the model into the target (``tau=1``) or blend it in (Polyak, ``0 < tau < 1``)."""

@@ -53,12 +53,13 @@ class R2d1AgentBase(DqnAgent):
         """Online Q-values over [T, B] sequences, with grad.
 
         Returns:
-            ``(q [T, B, A] on CPU, rnn_state after the last step, on the model's device)``.
+            ``(q [T, B, A], rnn_state after the last step, on the model's device)``; q on
+            the CPU, or on the model's device for inputs already there.
         """
         model_inputs = self._model_inputs(observation, prev_action, prev_reward)
         init_rnn_state = self.to_model_device(init_rnn_state)
         q, rnn_state = self.model(*model_inputs, init_rnn_state)
-        return self.to_cpu(q), rnn_state
+        return self.to_device_of(q, observation), rnn_state
 
     @torch.no_grad()
     def target(self, observation: TensorTree, prev_action: torch.Tensor,
@@ -68,7 +69,7 @@ class R2d1AgentBase(DqnAgent):
         model_inputs = self._model_inputs(observation, prev_action, prev_reward)
         init_rnn_state = self.to_model_device(init_rnn_state)
         q, rnn_state = self.target_model(*model_inputs, init_rnn_state)
-        return self.to_cpu(q), rnn_state
+        return self.to_device_of(q, observation), rnn_state
 
     @step_without_grad
     def step(self, observation: TensorTree, prev_action: torch.Tensor,
