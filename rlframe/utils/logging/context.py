@@ -19,7 +19,7 @@ import os
 import pickle
 import re
 import warnings
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
@@ -218,30 +218,28 @@ def logger_context(log_dir: str, run_ID: int, name: str, log_params: dict | None
         FileExistsError: the run directory holds a run (and ``if_exists="error"``), or
             ``resume`` finds one without a snapshot.
     """
-    _check_log_params(log_params)
-    if torchrun_rank() > 0:
-        with _quiet_logger():
-            yield None
-        return
-    _check_settings(snapshot_mode, if_exists)
-    run_dir = os.path.join(log_dir, f"run_{run_ID}")
-    root = _data_root()
-    exp_dir = os.path.abspath(run_dir)
-    relocated = not override_prefix and not _is_within(exp_dir, root)
-    if relocated:
+    def locate() -> tuple[str, str, str | None]:
+        run_dir = os.path.join(log_dir, f"run_{run_ID}")
+        root = _data_root()
+        exp_dir = os.path.abspath(run_dir)
+        relocated = not override_prefix and not _is_within(exp_dir, root)
+        if not relocated:
+            return exp_dir, if_exists, None
         exp_dir = os.path.normpath(get_log_dir(run_dir, root_log_dir=root))
         if not _is_within(exp_dir, root):
             raise ValueError(f"log_dir={log_dir!r} leads out of the data directory {root} "
                              f"(to {exp_dir}); remove the '..' parts, or pass an absolute "
                              "path with override_prefix=True to write there.")
-    note = None
-    if relocated and os.path.isabs(log_dir):
-        note = (f"log_dir {log_dir!r} is outside the data root {root}, so it was nested "
-                "under it; pass override_prefix=True to write to it as is.")
-    # A dated directory made here is not the user's choice: a run started in the same
-    # second (a launcher's grid) may hold it, and a suffix keeps both.
-    with _run_logging(exp_dir, run_ID, name, log_params, snapshot_mode, use_summary_writer,
-                      "suffix" if relocated else if_exists, resume, note) as path:
+        note = None
+        if os.path.isabs(log_dir):
+            note = (f"log_dir {log_dir!r} is outside the data root {root}, so it was nested "
+                    "under it; pass override_prefix=True to write to it as is.")
+        # A dated directory made here is not the user's choice: a run started in the same
+        # second (a launcher's grid) may hold it, and a suffix keeps both.
+        return exp_dir, "suffix", note
+
+    with _checked_run_logging(locate, run_ID, name, log_params, snapshot_mode,
+                              use_summary_writer, if_exists, resume) as path:
         yield path
 
 
@@ -262,14 +260,28 @@ def logger_context_at(run_dir: str, run_ID: int | str, name: str,
     Yields:
         The absolute run directory (None on torchrun ranks other than 0).
     """
+    with _checked_run_logging(lambda: (os.path.abspath(run_dir), if_exists, None), run_ID,
+                              name, log_params, snapshot_mode, use_summary_writer, if_exists,
+                              resume) as path:
+        yield path
+
+
+@contextlib.contextmanager
+def _checked_run_logging(locate: Callable[[], tuple[str, str, str | None]], run_ID: int | str,
+                         name: str, log_params: dict | None, snapshot_mode: str,
+                         use_summary_writer: bool, if_exists: str, resume: bool
+                         ) -> Iterator[str | None]:
+    """Check the settings, then log to the directory ``locate()`` gives as
+    ``(run directory, if_exists, note)``; a silent logger on torchrun ranks above 0."""
     _check_log_params(log_params)
     if torchrun_rank() > 0:
         with _quiet_logger():
             yield None
         return
     _check_settings(snapshot_mode, if_exists)
-    with _run_logging(os.path.abspath(run_dir), run_ID, name, log_params, snapshot_mode,
-                      use_summary_writer, if_exists, resume, None) as path:
+    exp_dir, if_exists, note = locate()
+    with _run_logging(exp_dir, run_ID, name, log_params, snapshot_mode, use_summary_writer,
+                      if_exists, resume, note) as path:
         yield path
 
 
