@@ -13,9 +13,7 @@ import os
 from typing import Any
 
 from rlframe.cli import CommandError
-from rlframe.presets import ALGOS, SAMPLERS, SECTIONS, build_experiment
-from rlframe.utils.logging.context import logger_context
-from rlframe.utils.logging.logger import SNAPSHOT_MODES
+from rlframe.cli.choices import ALGO_NAMES, SAMPLER_NAMES, SECTIONS, SNAPSHOT_MODES
 
 DESCRIPTION = """\
 Train ALGO on ENV_ID with rlframe's standard stack: a sampler, the algorithm's
@@ -54,15 +52,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     """
     parser = subparsers.add_parser(
         "train", help="train an algorithm on an env with the standard stack",
-        description=DESCRIPTION.format(algos=", ".join(ALGOS), sections=", ".join(SECTIONS)),
+        description=DESCRIPTION.format(algos=", ".join(ALGO_NAMES), sections=", ".join(SECTIONS)),
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add = parser.add_argument
-    add("algo", metavar="ALGO", help="algorithm: " + ", ".join(ALGOS))
+    add("algo", metavar="ALGO", help="algorithm: " + ", ".join(ALGO_NAMES))
     add("env_id", metavar="ENV_ID", help="gymnasium id or Atari game")
     add("--n-steps", metavar="N", type=_whole_number,
         help="env steps to train for (e.g. 1e6; default: per algorithm and env)")
     add("--sampler", metavar="NAME", default="serial",
-        help=f"{' | '.join(SAMPLERS)} (default: serial)")
+        help=f"{' | '.join(SAMPLER_NAMES)} (default: serial)")
     add("--n-parallel", metavar="K", type=int,
         help="parallel samplers: worker processes, one core each (default: the most cores "
              "that divide --batch-B); serial: cores to pin the run to (default: no pinning)")
@@ -102,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
             raise CommandError(f"--cuda-idx {args.cuda_idx} asks for a GPU, but torch "
                                f"{torch.__version__} finds none; leave out --cuda-idx to train "
                                "on the CPU.")
+    from rlframe.presets import build_experiment  # torch: imported once a run starts.
+    from rlframe.utils.logging.context import logger_context
     try:
         runner, config = build_experiment(config_from_args(args))
     except (ValueError, TypeError, FileNotFoundError) as error:
