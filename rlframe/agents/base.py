@@ -158,6 +158,10 @@ class BaseAgent:
     def __init__(self, ModelCls: type | None = None, model_kwargs: dict | None = None,
                  initial_model_state_dict: dict | None = None):
         self.ModelCls = ModelCls
+        if model_kwargs is not None and not isinstance(model_kwargs, dict):
+            raise TypeError(f"{type(self).__name__}: model_kwargs must be a dict of keyword "
+                            f"arguments for the model (or None), got "
+                            f"{type(model_kwargs).__name__}: {model_kwargs!r}.")
         self.model_kwargs = dict() if model_kwargs is None else dict(model_kwargs)
         self.initial_model_state_dict = initial_model_state_dict
         self.model: torch.nn.Module | None = None

@@ -70,6 +70,11 @@ class RlAlgorithm:
         """Attach the agent and build the optimizer (synchronous runners)."""
         raise NotImplementedError
 
+    def check_agent(self, agent: BaseAgent) -> None:
+        """Raise a TypeError if this algorithm cannot train ``agent`` (e.g. DQN given a
+        policy-gradient agent). Runners call it in their constructor, before any run
+        directory exists (default: every agent fits)."""
+
     def check_batch_spec(self, batch_spec: BatchSpec, recurrent: bool = False) -> None:
         """Raise if this algorithm cannot train on the sampler's ``[T, B]`` batches.
 

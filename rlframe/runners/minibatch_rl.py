@@ -67,6 +67,9 @@ class MinibatchRlBase(BaseRunner):
                 f"{type(sampler).__name__} is asynchronous (it samples in its own process "
                 "beside the optimizer): use AsyncRl or AsyncRlEval with it, or a synchronous "
                 "sampler (SerialSampler, CpuSampler, GpuSampler) here.")
+        for name, value in (("algo", algo), ("agent", agent), ("sampler", sampler)):
+            if value is None:
+                raise TypeError(f"{type(self).__name__} needs {name}, got None.")
         self.algo = algo
         self.agent = agent
         self.sampler = sampler
@@ -85,6 +88,9 @@ class MinibatchRlBase(BaseRunner):
     def _check_sampler_setup(self) -> None:
         """Before any run directory exists: the sampler's workers fit the affinity, and
         the algorithm can train on the sampler's batches."""
+        check_agent = getattr(self.algo, "check_agent", None)
+        if check_agent is not None:
+            check_agent(self.agent)
         affinity = self.affinity.get("sampler") if self._async else self.affinity
         check_affinity = getattr(self.sampler, "check_affinity", None)
         if check_affinity is not None and isinstance(affinity, dict):
@@ -112,7 +118,15 @@ class MinibatchRlBase(BaseRunner):
         make_env = getattr(self.sampler, "make_env", None)
         if make_env is None:
             return
-        env = make_env()
+        try:
+            env = make_env()
+        except TypeError as error:  # Keywords that do not fit EnvCls (or none given).
+            sampler = self.sampler
+            env_cls = getattr(sampler, "EnvCls", None)
+            raise TypeError(
+                f"{type(sampler).__name__}: EnvCls={getattr(env_cls, '__name__', env_cls)} "
+                f"could not be called with env_kwargs={getattr(sampler, 'env_kwargs', None)!r}: "
+                f"{error}.") from error
         try:
             self.agent.check_env_spaces(env.spaces)
             self.agent.check_model(env.spaces)

@@ -96,12 +96,15 @@ class CategoricalDQN(DQN):
         self.V_min = float(V_min)
         self.V_max = float(V_max)
 
-    def agent_setup(self, agent: BaseAgent, sampler_bs: int) -> None:
-        """The epsilon schedule, and the support of the agent's return distributions."""
-        super().agent_setup(agent, sampler_bs)
+    def check_agent(self, agent: BaseAgent) -> None:
+        """The agent must be distributional (a CatDqnAgent)."""
         if not isinstance(agent, CatDqnAgent):
             raise TypeError(f"CategoricalDQN needs a distributional agent (e.g. CatDqnAgent) "
                             f"with give_V_min_max(); got {type(agent).__name__}.")
+
+    def agent_setup(self, agent: BaseAgent, sampler_bs: int) -> None:
+        """The epsilon schedule, and the support of the agent's return distributions."""
+        super().agent_setup(agent, sampler_bs)
         agent.give_V_min_max(self.V_min, self.V_max)
         self.z = torch.linspace(self.V_min, self.V_max, agent.n_atoms)
 

@@ -120,12 +120,16 @@ class DQN(OffPolicyAlgorithm):
         self.eps_steps = as_int("eps_steps", eps_steps, minimum=0)
         self.double_dqn = double_dqn
 
-    def agent_setup(self, agent: BaseAgent, sampler_bs: int) -> None:
-        """Epsilon decays from learning start to ``eps_steps``."""
+    def check_agent(self, agent: BaseAgent) -> None:
+        """The agent must be a Q-learning agent with an epsilon schedule."""
         if not isinstance(agent, EpsilonGreedyAgentMixin):
             raise TypeError(f"{type(self).__name__} needs a Q-learning agent with an epsilon "
                             f"schedule (e.g. DqnAgent, built on EpsilonGreedyAgentMixin); got "
                             f"{type(agent).__name__}.")
+
+    def agent_setup(self, agent: BaseAgent, sampler_bs: int) -> None:
+        """Epsilon decays from learning start to ``eps_steps``."""
+        self.check_agent(agent)
         agent.set_epsilon_itr_min_max(self.min_itr_learn,
                                       max(1, int(self.eps_steps // sampler_bs)))
 

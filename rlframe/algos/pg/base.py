@@ -48,6 +48,15 @@ class PolicyGradientAlgo(RlAlgorithm):
     bootstrap_value = True
     opt_info_fields = tuple(f for f in OptInfo._fields)
 
+    def check_agent(self, agent: BaseAgent) -> None:
+        """The agent must be a policy-gradient agent: one with a policy and a value."""
+        from rlframe.agents.base import BaseAgent as _BaseAgent
+        if type(agent).value is _BaseAgent.value:
+            raise TypeError(f"{type(self).__name__} needs a policy-gradient agent, whose model "
+                            "gives a policy and a value (e.g. CategoricalPgAgent, "
+                            f"GaussianPgAgent, MujocoFfAgent, AtariFfAgent); got "
+                            f"{type(agent).__name__}.")
+
     def initialize(self, agent: BaseAgent, n_itr: int, batch_spec: BatchSpec,
                    mid_batch_reset: bool = False, examples: Examples | None = None,
                    world_size: int = 1, rank: int = 0) -> None:

@@ -12,6 +12,7 @@ from rlframe.utils.checks import check_number, positive_int
 from rlframe.utils.tensor import valid_mean
 
 if TYPE_CHECKING:
+    from rlframe.agents.base import BaseAgent
     from rlframe.agents.qpg.ddpg_agent import DdpgAgent
     from rlframe.replays.layouts import SamplesFromReplay
 
@@ -88,6 +89,13 @@ class DDPG(OffPolicyAlgorithm):
         self.optim_kwargs = check_optimizer(OptimCls, optim_kwargs)
         self.initial_optim_state_dict = initial_optim_state_dict
         self.q_target_clip = check_number("q_target_clip", q_target_clip)
+
+    def check_agent(self, agent: BaseAgent) -> None:
+        """The agent must be a DdpgAgent (or a subclass)."""
+        from rlframe.agents.qpg.ddpg_agent import DdpgAgent as _DdpgAgent
+        if not isinstance(agent, _DdpgAgent):
+            raise TypeError(f"{type(self).__name__} needs a DdpgAgent (or a subclass); got "
+                            f"{type(agent).__name__}.")
 
     def agent_setup(self, agent: DdpgAgent, sampler_bs: int) -> None:
         """Tell the agent when learning starts (it samples with pre-training noise until then)."""

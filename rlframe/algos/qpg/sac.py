@@ -15,6 +15,7 @@ from rlframe.utils.distributed import average_gradients
 from rlframe.utils.tensor import valid_mean
 
 if TYPE_CHECKING:
+    from rlframe.agents.base import BaseAgent
     from rlframe.agents.qpg.sac_agent import SacAgent
     from rlframe.distributions.gaussian import DistInfoStd
     from rlframe.replays.layouts import SamplesFromReplay
@@ -116,6 +117,12 @@ class SAC(OffPolicyAlgorithm):
             raise ValueError("reparameterize must be True, got False: the policy is trained "
                              "through reparameterised samples only.")
         self.reparameterize = reparameterize
+
+    def check_agent(self, agent: BaseAgent) -> None:
+        """The agent must be a SacAgent (or a subclass)."""
+        from rlframe.agents.qpg.sac_agent import SacAgent as _SacAgent
+        if not isinstance(agent, _SacAgent):
+            raise TypeError(f"SAC needs a SacAgent (or a subclass); got {type(agent).__name__}.")
 
     def agent_setup(self, agent: SacAgent, sampler_bs: int) -> None:
         """Tell the agent when learning starts (it samples with ``pretrain_std`` until then)."""

@@ -10,6 +10,7 @@ from rlframe.algos.qpg.ddpg import DDPG, OptInfo
 from rlframe.utils.tensor import valid_mean
 
 if TYPE_CHECKING:
+    from rlframe.agents.base import BaseAgent
     from rlframe.agents.qpg.td3_agent import Td3Agent
     from rlframe.replays.layouts import SamplesFromReplay
 
@@ -48,6 +49,13 @@ class TD3(DDPG):
                          policy_update_interval=policy_update_interval,
                          q_learning_rate=q_learning_rate, **kwargs)
         self.mu_learning_rate = check_number("mu_learning_rate", mu_learning_rate)
+
+    def check_agent(self, agent: BaseAgent) -> None:
+        """The agent must be a Td3Agent (two critics), or a subclass."""
+        from rlframe.agents.qpg.td3_agent import Td3Agent as _Td3Agent
+        if not isinstance(agent, _Td3Agent):
+            raise TypeError(f"TD3 needs a Td3Agent (two critics), or a subclass; got "
+                            f"{type(agent).__name__}.")
 
     def policy_learning_rate(self) -> float:
         """Step size of the policy optimizer (TD3: ``mu_learning_rate``)."""

@@ -218,6 +218,10 @@ def logger_context(log_dir: str, run_ID: int, name: str, log_params: dict | None
         FileExistsError: the run directory holds a run (and ``if_exists="error"``), or
             ``resume`` finds one without a snapshot.
     """
+    if not isinstance(log_dir, (str, os.PathLike)):
+        raise TypeError(f"logger_context: log_dir must be a path (str), got "
+                        f"{type(log_dir).__name__}: {log_dir!r}.")
+
     def locate() -> tuple[str, str, str | None]:
         run_dir = os.path.join(log_dir, f"run_{run_ID}")
         root = _data_root()
