@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
     from rlframe.agents.base import BaseAgent
     from rlframe.envs.base import Env
-    from rlframe.utils.loading import LoadedRun
+    from rlframe.runners.loading import LoadedRun
     from rlframe.utils.video import VideoWriter
 
 DESCRIPTION = """\
@@ -231,7 +231,7 @@ def _check_video_args(args: argparse.Namespace) -> str | None:
 
 def _load(args: argparse.Namespace) -> LoadedRun:
     """The run's agent and spec; loading errors become ``CommandError``."""
-    from rlframe.utils.loading import AgentLoadError, load_run
+    from rlframe.runners.loading import AgentLoadError, load_run
 
     try:
         return load_run(args.run_dir, itr=args.itr, device=args.device)
@@ -242,7 +242,7 @@ def _load(args: argparse.Namespace) -> LoadedRun:
 def _make_env(loaded: LoadedRun, record: bool) -> Env:
     """The run's evaluation env; a gymnasium env renders RGB frames when ``record``."""
     from rlframe.envs.gym import GymEnvWrapper
-    from rlframe.utils.loading import AgentLoadError
+    from rlframe.runners.loading import AgentLoadError
 
     try:
         env = loaded.make_env(eval=True)

@@ -42,8 +42,7 @@ import numpy as np
 
 from rlframe.envs.base import EnvSpaces
 from rlframe.envs.gym import build_info_tuples, done_and_timeout
-from rlframe.envs.gym_vector import ActionSampler
-from rlframe.envs.vector import VecEnv, VecStep
+from rlframe.envs.vec_env import ActionSampler, VecEnv, VecStep
 from rlframe.spaces.gym_wrapper import GymSpaceWrapper
 from rlframe.utils.buffer import buffer_from_example
 

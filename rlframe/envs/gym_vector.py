@@ -22,7 +22,6 @@ stepping an env that finished and was not reset raises RuntimeError.
 """
 from __future__ import annotations
 
-import copy
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -35,7 +34,7 @@ from rlframe.envs.base import Env, EnvSpaces
 from rlframe.envs.checks import ObservationCheckWrapper, env_name
 from rlframe.envs.gym import (GymEnvWrapper, _info_leaf, _storable, done_and_timeout,
                                warn_dropped_info_keys)
-from rlframe.envs.vector import VecEnv, VecStep, _fill_rows
+from rlframe.envs.vec_env import ActionSampler, VecEnv, VecStep
 from rlframe.spaces.gym_wrapper import GymSpaceWrapper, to_identifier
 from rlframe.utils.buffer import buffer_from_example
 from rlframe.utils.collections import is_namedtuple
@@ -201,30 +200,6 @@ class GymVecEnv(VecEnv):
                 warn_dropped_info_keys("GymVecEnv", dropped, self._warned_keys)
         buf.timeout[:] = timeout  # Set after the infos: an info key "timeout" never wins.
         return buf
-
-
-class ActionSampler:
-    """Random action rows from one action space per env, the one of env ``b`` seeded ``seed + b``.
-
-    Args:
-        space: the action space of one env; copied for the others.
-        n_envs: B.
-    """
-
-    def __init__(self, space: GymSpaceWrapper, n_envs: int) -> None:
-        self.spaces = [space] + [copy.deepcopy(space) for _ in range(n_envs - 1)]
-        for space_copy in self.spaces[1:]:
-            space_copy.seed(None)  # A copy starts with the original's generator state.
-
-    def seed(self, seed: int) -> None:
-        """Seed the space of env ``b`` with ``seed + b``."""
-        for b, space in enumerate(self.spaces):
-            space.seed(seed + b)
-
-    def sample(self) -> Any:
-        """Action rows [B] (a namedarraytuple of rows for ``Dict`` spaces)."""
-        actions = [space.sample() for space in self.spaces]
-        return _fill_rows(buffer_from_example(actions[0], len(actions)), actions)
 
 
 def _as_gym_env_wrapper(env: Any, EnvCls: Callable, env_backend: str) -> GymEnvWrapper:

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import numpy as np
 
-    from rlframe.replays.layouts import SamplesFromReplay, SequenceSamplesFromReplay
+    from rlframe.replays.samples import SamplesFromReplay, SequenceSamplesFromReplay
     from rlframe.utils.collections import NamedArrayTuple
 
 

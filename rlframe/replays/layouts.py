@@ -13,52 +13,17 @@ import numpy as np
 import torch
 
 from rlframe.agents.base import AgentInputs
+from rlframe.replays.samples import (  # noqa: F401  (also importable from here)
+    SamplesFromReplay, SamplesFromReplayPri, SamplesFromReplayPriTL, SamplesFromReplayTL,
+    SequenceSamplesFromReplay, SequenceSamplesFromReplayPri, SequenceSamplesFromReplayPriTL,
+    SequenceSamplesFromReplayTL)
 from rlframe.utils.buffer import buffer_func, torchify_buffer
-from rlframe.utils.collections import namedarraytuple
 from rlframe.utils.misc import extract_sequences
 
 if TYPE_CHECKING:
-    from typing import TypeAlias
-
-    from rlframe.replays.replay_buffer import ReplayBuffer
+    from rlframe.replays.view import ReplayView
     from rlframe.utils.buffer import ArrayTree
     from rlframe.utils.collections import NamedArrayTuple
-
-_TL_FIELDS = ("timeout", "timeout_n")
-_PRI_FIELDS = ("is_weights",)
-
-if TYPE_CHECKING:
-    # Type checkers see every namedarraytuple type as NamedArrayTuple (see
-    # rlframe.utils.collections); the classes are built in the else branch.
-    SamplesFromReplay: TypeAlias = NamedArrayTuple
-    SamplesFromReplayPri: TypeAlias = NamedArrayTuple
-    SamplesFromReplayTL: TypeAlias = NamedArrayTuple
-    SamplesFromReplayPriTL: TypeAlias = NamedArrayTuple
-    SequenceSamplesFromReplay: TypeAlias = NamedArrayTuple
-    SequenceSamplesFromReplayPri: TypeAlias = NamedArrayTuple
-    SequenceSamplesFromReplayTL: TypeAlias = NamedArrayTuple
-    SequenceSamplesFromReplayPriTL: TypeAlias = NamedArrayTuple
-else:
-    SamplesFromReplay = namedarraytuple(
-        "SamplesFromReplay",
-        ["agent_inputs", "action", "return_", "done", "done_n", "target_inputs"])
-    SamplesFromReplayPri = namedarraytuple("SamplesFromReplayPri",
-                                           SamplesFromReplay._fields + _PRI_FIELDS)
-    SamplesFromReplayTL = namedarraytuple("SamplesFromReplayTL",
-                                          SamplesFromReplay._fields + _TL_FIELDS)
-    SamplesFromReplayPriTL = namedarraytuple("SamplesFromReplayPriTL",
-                                             SamplesFromReplayTL._fields + _PRI_FIELDS)
-
-    SequenceSamplesFromReplay = namedarraytuple(
-        "SamplesFromReplay",
-        ["all_observation", "all_action", "all_reward", "return_", "done", "done_n",
-         "init_rnn_state"])
-    SequenceSamplesFromReplayPri = namedarraytuple(
-        "SamplesFromReplayPri", SequenceSamplesFromReplay._fields + _PRI_FIELDS)
-    SequenceSamplesFromReplayTL = namedarraytuple("SamplesFromReplayTL",
-                                                  SequenceSamplesFromReplay._fields + _TL_FIELDS)
-    SequenceSamplesFromReplayPriTL = namedarraytuple(
-        "SamplesFromReplayPriTL", SequenceSamplesFromReplayTL._fields + _PRI_FIELDS)
 
 # Batch type by (time-limit targets, prioritized).
 _TRANSITION_BATCHES = {(False, False): SamplesFromReplay, (False, True): SamplesFromReplayPri,
@@ -88,7 +53,7 @@ class TransitionLayout:
     def check_example(self, example: NamedArrayTuple) -> None:
         """Single steps need nothing beyond the common fields."""
 
-    def build(self, replay: ReplayBuffer, example: NamedArrayTuple) -> None:
+    def build(self, replay: ReplayView, example: NamedArrayTuple) -> None:
         """Attach to ``replay``."""
         self._replay = replay
 
@@ -200,7 +165,7 @@ class SequenceLayout:
         """``T`` rounded up to a multiple of the RNN-state interval."""
         return self.start_interval * math.ceil(T / self.start_interval)
 
-    def build(self, replay: ReplayBuffer, example: NamedArrayTuple) -> None:
+    def build(self, replay: ReplayView, example: NamedArrayTuple) -> None:
         """Allocate the sparse RNN-state rows."""
         self._replay = replay
         s = replay.storage

@@ -19,7 +19,7 @@ from rlframe.replays.sum_tree import SumTree
 from rlframe.utils.buffer import numpify_buffer
 
 if TYPE_CHECKING:
-    from rlframe.replays.replay_buffer import ReplayBuffer
+    from rlframe.replays.view import ReplayView
 
 
 class UniformSampling:
@@ -30,9 +30,9 @@ class UniformSampling:
     input_priorities: bool = False  # append_samples never takes priorities here.
 
     def __init__(self) -> None:
-        self._replay: ReplayBuffer | None = None
+        self._replay: ReplayView | None = None
 
-    def build(self, replay: "ReplayBuffer") -> None:
+    def build(self, replay: ReplayView) -> None:
         """Attach to ``replay`` (its storage and geometry)."""
         self._replay = replay
 
@@ -113,9 +113,9 @@ class PrioritizedSampling:
         self.input_priorities: bool = input_priorities
         self.input_priority_shift: int = int(input_priority_shift)
         self.tree: SumTree | None = None
-        self._replay: ReplayBuffer | None = None
+        self._replay: ReplayView | None = None
 
-    def build(self, replay: "ReplayBuffer") -> None:
+    def build(self, replay: ReplayView) -> None:
         """Build the sum tree for ``replay``'s geometry (its fixed ``batch_T``)."""
         self._replay = replay
         u, L = replay.start_interval, replay.batch_T

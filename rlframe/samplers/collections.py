@@ -5,6 +5,7 @@ from collections import namedtuple
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from rlframe.envs.traj_info import TrajInfo  # noqa: F401  (rlpyt's import path)
+from rlframe.utils.buffer import buffer_from_example, torchify_buffer
 from rlframe.utils.collections import namedarraytuple
 
 if TYPE_CHECKING:
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     AgentSamples: TypeAlias = NamedArrayTuple
     AgentSamplesBsv: TypeAlias = NamedArrayTuple
     EnvSamples: TypeAlias = NamedArrayTuple
+    StepBuffer: TypeAlias = NamedArrayTuple
 else:
     Samples = namedarraytuple("Samples", ["agent", "env"])
     AgentSamples = namedarraytuple("AgentSamples", ["action", "prev_action", "agent_info"])
@@ -27,6 +29,10 @@ else:
                                       ["action", "prev_action", "agent_info", "bootstrap_value"])
     EnvSamples = namedarraytuple("EnvSamples",
                                  ["observation", "reward", "prev_reward", "done", "env_info"])
+    # One step of a GPU sampler's envs, shared between its workers (which step
+    # the envs) and the master (which reads observations and writes actions).
+    StepBuffer = namedarraytuple("StepBuffer",
+                                 ["observation", "action", "reward", "done", "agent_info"])
 
 
 class Examples(TypedDict, total=False):
@@ -52,3 +58,14 @@ class BatchSpec(namedtuple("BatchSpec", "T B")):
         """Number of env steps in one batch, ``T * B``."""
         return self.T * self.B
 
+
+def build_step_buffer(examples: Examples, B: int) -> tuple[StepBuffer, StepBuffer]:
+    """Shared [B] buffer of one step's env and agent values (GPU samplers).
+
+    Returns:
+        ``(step_buffer_pyt, step_buffer_np)``, torch and numpy views of it.
+    """
+    step_bufs = {k: buffer_from_example(examples[k], B, share_memory=True)
+                 for k in ["observation", "action", "reward", "done", "agent_info"]}
+    step_buffer_np = StepBuffer(**step_bufs)
+    return torchify_buffer(step_buffer_np), step_buffer_np

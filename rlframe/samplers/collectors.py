@@ -23,8 +23,7 @@ if TYPE_CHECKING:
     from rlframe.agents.base import BaseAgent
     from rlframe.envs.base import Env
     from rlframe.envs.vector import VecEnv
-    from rlframe.samplers.collections import Samples, TrajInfo
-    from rlframe.samplers.parallel.gpu.sampler import StepBuffer
+    from rlframe.samplers.collections import Samples, StepBuffer, TrajInfo
     from rlframe.samplers.stepping import TrajTracker
     from rlframe.utils.collections import AttrDict
 
@@ -132,12 +131,12 @@ class BaseEvalCollector:
         self.sync = sync
         self.step_buffer_np = step_buffer_np
         self.traj_info_kwargs = dict(traj_info_kwargs or {})
-        inputs = None
-        if step_buffer_np is not None:
-            inputs = AgentInputs(step_buffer_np.observation, step_buffer_np.action,
-                                 step_buffer_np.reward)
-        self.stepper = EnvStepper(envs, TrajInfoCls, self.traj_info_kwargs, inputs=inputs,
-                                  null_done_inputs=True)
+        self.stepper = EnvStepper(envs, TrajInfoCls, self.traj_info_kwargs,
+                                  inputs=self._input_buffers(), null_done_inputs=True)
+
+    def _input_buffers(self) -> AgentInputs | None:
+        """The agent's input rows [B] to step from (None: the stepper allocates them)."""
+        return None
 
     def collect_evaluation(self, itr: int) -> None:
         raise NotImplementedError

@@ -16,8 +16,7 @@ from rlframe.samplers.collectors import BaseCollector, BaseEvalCollector
 from rlframe.samplers.parallel.worker import wait_for
 
 if TYPE_CHECKING:
-    from rlframe.samplers.collections import TrajInfo
-    from rlframe.samplers.parallel.gpu.sampler import StepBuffer
+    from rlframe.samplers.collections import StepBuffer, TrajInfo
     from rlframe.samplers.stepping import TrajTracker
     from rlframe.utils.collections import AttrDict
 
@@ -75,8 +74,12 @@ class GpuEvalCollector(BaseEvalCollector):
     Puts completed TrajInfos on ``traj_infos_queue`` and a final ``None``.
     """
 
-    step_buffer_np: StepBuffer
+    step_buffer_np: StepBuffer  # Written here, read by the master, which acts.
     sync: AttrDict
+
+    def _input_buffers(self) -> AgentInputs:
+        step_np = self.step_buffer_np
+        return AgentInputs(step_np.observation, step_np.action, step_np.reward)
 
     def collect_evaluation(self, itr: int) -> None:
         stepper, step_np = self.stepper, self.step_buffer_np

@@ -4,38 +4,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from rlframe.agents.base import AgentInputs
+from rlframe.samplers.collections import (  # noqa: F401  (rlpyt's import path)
+    StepBuffer, build_step_buffer)
 from rlframe.samplers.parallel.base import ParallelSamplerBase
 from rlframe.samplers.parallel.gpu.action_server import ActionServer
 from rlframe.samplers.parallel.gpu.collectors import GpuEvalCollector, GpuResetCollector
-from rlframe.utils.buffer import buffer_from_example, torchify_buffer
-from rlframe.utils.collections import namedarraytuple
 
 if TYPE_CHECKING:
-    from typing import TypeAlias
-
     from rlframe.agents.base import BaseAgent
     from rlframe.envs.base import EnvSpaces
-    from rlframe.samplers.collections import Examples, Samples, TrajInfo
-    from rlframe.utils.collections import NamedArrayTuple
-
-    # Type checkers see every namedarraytuple type as NamedArrayTuple (see
-    # rlframe.utils.collections); the classes are built in the else branch.
-    StepBuffer: TypeAlias = NamedArrayTuple
-else:
-    StepBuffer = namedarraytuple("StepBuffer",
-                                 ["observation", "action", "reward", "done", "agent_info"])
-
-
-def build_step_buffer(examples: Examples, B: int) -> tuple[StepBuffer, StepBuffer]:
-    """Shared [B] buffer of one step's env and agent values.
-
-    Returns:
-        ``(step_buffer_pyt, step_buffer_np)``, torch and numpy views of it.
-    """
-    step_bufs = {k: buffer_from_example(examples[k], B, share_memory=True)
-                 for k in ["observation", "action", "reward", "done", "agent_info"]}
-    step_buffer_np = StepBuffer(**step_bufs)
-    return torchify_buffer(step_buffer_np), step_buffer_np
+    from rlframe.samplers.collections import Samples, TrajInfo
 
 
 class GpuSamplerBase(ParallelSamplerBase):
