@@ -14,12 +14,12 @@ import torch
 from rlframe.runners import resume
 from rlframe.runners.base import BaseRunner
 from rlframe.runners.callbacks import Callback, check_callbacks
+from rlframe.runners.loading import agent_spec
 from rlframe.samplers.async_.base import AsyncSamplerMixin
 from rlframe.utils.checks import as_int, positive_int
 from rlframe.utils.launching.pinning import (check_affinity, check_cuda_device, pin_master,
                                              set_torch_threads)
 from rlframe.utils.collections import iter_leaves
-from rlframe.utils.loading import agent_spec
 from rlframe.utils.logging import logger
 from rlframe.utils.prog_bar import ProgBarCounter
 from rlframe.utils.seed import make_seed, set_seed
