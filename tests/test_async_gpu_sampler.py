@@ -188,6 +188,7 @@ def test_double_buffer_batches_match_the_gpu_sampler(reference, SamplerCls, affi
     assert_same_batches(ref_batches, batches)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("start_method, affinity", [
     ("spawn", dict(workers_cpus=[0, 1], cuda_idx=None)), ("forkserver", SERVERS)],
@@ -264,6 +265,7 @@ def async_affinity(sampler_affinity=None):
     return affinity
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("servers", [False, True], ids=["one", "two"])
 def test_async_rl_eval_trains_with_the_optimizer_parameters(in_tmp_cwd, servers):
@@ -359,6 +361,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("signum, start_method", [(signal.SIGINT, "fork"),
                                                   (signal.SIGTERM, "forkserver")],

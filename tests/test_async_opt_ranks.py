@@ -71,6 +71,7 @@ def test_barrier_meets_times_out_checks_and_aborts():
 
 # --------------------------------------------------------------------------- training
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("start_method", ["fork", "forkserver", "spawn"])
 def test_two_ranks_train_the_same_parameters(in_tmp_cwd, start_method):
@@ -191,6 +192,7 @@ def assert_all_gone(process, tree, timeout):
     return output
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("mode, message", [
     ("fail_rank1", "the optimizer rank 1 process failed"),
@@ -212,6 +214,7 @@ def test_an_exception_in_a_rank_stops_every_process(script, in_tmp_cwd, mode, me
         assert "optimizer rank 1 process" not in output, output[-3000:]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_killed_rank_is_named(script, in_tmp_cwd):
     process = start_script([sys.executable, str(script), "normal"], cwd=in_tmp_cwd)
@@ -224,6 +227,7 @@ def test_a_killed_rank_is_named(script, in_tmp_cwd):
         and "signal 9" in output, output[-3000:]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_ctrl_c_stops_every_rank(script, in_tmp_cwd):
     process = start_script([sys.executable, str(script), "normal"], cwd=in_tmp_cwd)

@@ -87,6 +87,7 @@ class Descendants(Callback):
         self.record()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_dqn_async_ray_reaches_475_on_cartpole_and_leaves_nothing(in_tmp_cwd):
     """AsyncRlEval with two Ray workers sampling continuously; afterwards no process
@@ -130,6 +131,7 @@ def new_shm_of(pids, shm_before):
     return {name for name in shm_entries() - shm_before if set(re.findall(r"\d+", name)) & pids}
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("how", ["ctrl_c", "master_killed"])
 def test_an_interrupted_run_leaves_nothing(how, in_tmp_cwd):
@@ -175,6 +177,7 @@ def test_an_interrupted_run_leaves_nothing(how, in_tmp_cwd):
             process.wait()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(200)
 def test_async_ray_after_ray_in_the_same_process_starts_by_forkserver(in_tmp_cwd):
     """A script that ran a RaySampler first (its process used Ray, so a forked child cannot
@@ -234,6 +237,7 @@ def test_fork_asked_for_in_a_process_that_used_ray_is_refused(in_tmp_cwd, monkey
             runner.train()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(150)
 def test_a_process_lost_from_rays_tree_dies_with_the_master(in_tmp_cwd):
     """Processes that Ray's processes start and that leave their tree (handed to init, as
@@ -287,6 +291,7 @@ def initialized(agent, seed=7, bootstrap_value=False, EnvCls=gym_make, env_kwarg
     return sampler
 
 
+@pytest.mark.slow
 def test_double_buffer_halves_get_the_serial_samplers_columns(local_ray):
     """Worker w's envs are columns w * B / n_workers on, time-contiguous across batches;
     each batch goes to the half named, the other half is left alone."""
@@ -319,6 +324,7 @@ def test_double_buffer_halves_get_the_serial_samplers_columns(local_ray):
         sampler.shutdown()
 
 
+@pytest.mark.slow
 def test_new_parameters_are_published_once_and_reach_the_workers(local_ray):
     """Parameters go to the object store only when the optimizer sent new ones; a batch
     sampled with them comes back max_batches_in_flight iterations after the send."""
@@ -357,6 +363,7 @@ def test_new_parameters_are_published_once_and_reach_the_workers(local_ray):
         sampler.shutdown()
 
 
+@pytest.mark.slow
 def test_worker_error_surfaces_with_its_traceback_and_stops_the_workers(local_ray):
     sampler = initialized(CategoricalPgAgent(), seed=1, batch_T=20, batch_B=4,
                           EnvCls=CrashingEnv, env_kwargs=dict(crash_at=5, crash_rank=1),
@@ -377,6 +384,7 @@ def test_worker_error_surfaces_with_its_traceback_and_stops_the_workers(local_ra
     assert all(pg["state"] == "REMOVED" for pg in table.values()), table
 
 
+@pytest.mark.slow
 def test_a_sampler_is_sent_to_its_process_before_initialize(local_ray):
     sampler = initialized(CategoricalPgAgent(), batch_T=4, batch_B=2)
     try:
@@ -386,6 +394,7 @@ def test_a_sampler_is_sent_to_its_process_before_initialize(local_ray):
         sampler.shutdown()
 
 
+@pytest.mark.slow
 def test_a_failed_worker_is_restarted_and_its_queued_batches_sampled_again(local_ray,
                                                                           tmp_path):
     """An env error in worker 1 (once): the worker is replaced, its lost queued calls run

@@ -38,6 +38,7 @@ def short_run(tmp_path, lead_steps):
     return runner, rows.rows, dropped, log, (header, csv_rows)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_sampler_outrunning_the_optimizer_is_logged_and_warned_once(in_tmp_cwd):
     runner, rows, dropped, log, (header, csv_rows) = short_run(in_tmp_cwd, None)
@@ -65,6 +66,7 @@ def test_a_sampler_outrunning_the_optimizer_is_logged_and_warned_once(in_tmp_cwd
     assert f"WARNING: {message}" in log
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_sampler_lead_keeps_the_ratio_and_warns_nothing(in_tmp_cwd):
     runner, rows, dropped, log, _ = short_run(in_tmp_cwd, 512)

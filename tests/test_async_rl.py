@@ -62,6 +62,7 @@ def cartpole_agent():
 
 # --------------------------------------------------------------------------- learning
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("SamplerCls", [AsyncSerialSampler, AsyncCpuSampler])
 def test_dqn_async_eval_reaches_475_on_cartpole(SamplerCls, in_tmp_cwd):
@@ -112,6 +113,7 @@ def assert_replay_ratio_bounds(rows, runner, lead_steps=None):
             assert trained >= floor, row
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_async_sac_reaches_minus_250_on_pendulum(in_tmp_cwd):
     """One update of 128 transitions per sampled step; the synchronous runner reaches
@@ -148,6 +150,7 @@ class PublishedDigests(Callback):
         self.digests.append(params_digest(runner.agent.shared_model))
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_cpu_optimizer_parameters_reach_the_sampler(in_tmp_cwd):
     """The CPU optimizer trains a private copy and publishes it; the sampler acts with
@@ -172,6 +175,7 @@ def test_cpu_optimizer_parameters_reach_the_sampler(in_tmp_cwd):
     assert len(set(seen) - {initial}) >= 3, "new parameters did not reach the sampler"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("lead_steps", [None, 512])
 def test_replay_ratio_is_an_upper_bound_and_the_lead_a_lower_one(in_tmp_cwd, lead_steps):
@@ -246,6 +250,7 @@ def test_parameters_flow_with_a_version_counter():
     assert child.exitcode == 0
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("start_method", ["spawn", "forkserver"])
 def test_runs_under_spawn_and_forkserver(in_tmp_cwd, start_method):
@@ -453,6 +458,7 @@ def running_tree(process):
     return lines, [root] + root.children(recursive=True)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("sampler_name", ["serial", "cpu"])
 def test_normal_end_releases_everything(script, in_tmp_cwd, sampler_name):
@@ -466,6 +472,7 @@ def test_normal_end_releases_everything(script, in_tmp_cwd, sampler_name):
     assert "RUN ENDED NORMALLY" in output
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_ctrl_c_and_sigterm_stop_every_process(script, in_tmp_cwd, signum):
@@ -481,6 +488,7 @@ def test_ctrl_c_and_sigterm_stop_every_process(script, in_tmp_cwd, signum):
     assert process.returncode != 0 and "RUN ENDED NORMALLY" not in output
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("mode, name, message", [
     ("fail_opt", "", "boom in the optimizer"),
@@ -495,6 +503,7 @@ def test_an_exception_stops_every_process(script, in_tmp_cwd, mode, name, messag
     assert name in output
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_sampler_ending_early_without_error_is_named(script, in_tmp_cwd):
     """A sampler process that exits with code 0 before its last iteration (and so
@@ -508,6 +517,7 @@ def test_sampler_ending_early_without_error_is_named(script, in_tmp_cwd):
     assert "the sampler process" in output and "before the run ended" in output, output[-3000:]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_killed_copier_is_named(script, in_tmp_cwd):
     shm_before = shm_entries()

@@ -225,6 +225,7 @@ RUNS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", list(RUNS))
 def test_short_training_run_with_frame_replay(in_tmp_cwd, kind):
     algo, agent = RUNS[kind]()
@@ -245,6 +246,7 @@ def test_short_training_run_with_frame_replay(in_tmp_cwd, kind):
     assert observation.shape[-3:] == IMAGE_SHAPE and observation.dtype == torch.uint8
 
 
+@pytest.mark.slow
 def test_rlpyt_smoke_check(in_tmp_cwd):
     """rlpyt's tests/test_rlpyt.py: a run with no full iteration exits cleanly."""
     sampler = SerialSampler(EnvCls=AtariEnv, env_kwargs=dict(game="pong"), batch_T=4,

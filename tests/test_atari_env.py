@@ -45,6 +45,7 @@ def test_reset_zeroes_all_but_newest_frame_and_stack_shifts():
     assert all(frame.any() for frame in obs)
 
 
+@pytest.mark.slow
 def test_same_seed_same_actions_same_trajectory():
     def run(seed):
         env = AtariEnv(game="breakout", repeat_action_probability=0.25, max_start_noops=30)
@@ -221,6 +222,7 @@ def test_atari_py_backend_refuses_games_it_lacks():
         AtariEnv(game="video_chess", backend="atari_py")
 
 
+@pytest.mark.slow
 def test_serial_sampler_steps_atari():
     from rlframe.agents.pg.atari import AtariFfAgent
     from rlframe.samplers.serial.sampler import SerialSampler

@@ -65,6 +65,7 @@ def test_every_benchmark_has_a_case():
     assert scripts == sorted(CASES)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("script", sorted(CASES))
 def test_benchmark_runs(script, tmp_path):

@@ -17,6 +17,7 @@ def rlframe(*args, timeout=300):
     return result.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_train_then_evaluate_plot_and_resume_the_run(in_tmp_cwd):
     pytest.importorskip("matplotlib")

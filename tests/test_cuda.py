@@ -80,6 +80,7 @@ def every_algorithm():
     )
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("name", list(every_algorithm()))
 def test_every_algorithm_updates_on_the_gpu(name, in_tmp_cwd):
@@ -111,6 +112,7 @@ class InitialParams(Callback):
                        for k, p in runner.agent.model.named_parameters()}
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_ppo_with_the_model_on_the_gpu_reaches_475(in_tmp_cwd):
     agent = CategoricalPgAgent()
@@ -120,6 +122,7 @@ def test_ppo_with_the_model_on_the_gpu_reaches_475(in_tmp_cwd):
     assert {p.device.type for p in agent.model.parameters()} == {"cuda"}
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_dqn_with_a_gpu_sampler_picks_actions_on_the_device_and_reaches_475(in_tmp_cwd):
     """GpuSampler: 4 worker processes step the envs, the master picks all 8 envs'
@@ -132,6 +135,7 @@ def test_dqn_with_a_gpu_sampler_picks_actions_on_the_device_and_reaches_475(in_t
     assert {p.device.type for p in agent.model.parameters()} == {"cuda"}
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_sac_with_the_model_on_the_gpu_learns_pendulum(in_tmp_cwd):
     algo, agent = pendulum_setups()["sac"]
@@ -154,6 +158,7 @@ def async_affinity(sampler_cuda_idx):
                 set_affinity=True)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("sampler_cuda_idx", [None, 0], ids=["cpu_actions", "gpu_actions"])
 def test_async_dqn_with_the_optimizer_on_the_gpu_reaches_475(sampler_cuda_idx, in_tmp_cwd):
@@ -173,6 +178,7 @@ def test_async_dqn_with_the_optimizer_on_the_gpu_reaches_475(sampler_cuda_idx, i
     assert runner.algo.update_counter > 0
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_sync_rl_on_nccl_trains_and_reaches_475(in_tmp_cwd):
     """SyncRl with a cuda_idx uses NCCL and DistributedDataParallel on the GPU (one
@@ -188,6 +194,7 @@ def test_sync_rl_on_nccl_trains_and_reaches_475(in_tmp_cwd):
     assert_learned(history, 475, 150e3, untrained_below=100)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_gpu_run_trains_from_the_command_line_and_evaluates_without_a_gpu(in_tmp_cwd):
     """``rlframe train --cuda-idx 0`` writes a snapshot of CUDA tensors;

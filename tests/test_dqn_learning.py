@@ -16,6 +16,8 @@ from rlframe.envs.wrappers import make_velocity_hidden_cartpole
 from rlframe.samplers.serial.sampler import SerialSampler
 from rlframe.utils.tensor import infer_leading_dims, restore_leading_dims
 
+pytestmark = pytest.mark.slow
+
 
 class UserQNet(torch.nn.Module):
     """A Q-network written by a user: only the constructor arguments the agent

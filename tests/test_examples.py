@@ -66,6 +66,7 @@ def test_every_example_is_covered():
     assert scripts == set(CASES) | set(LAUNCHER_CASES) | LAUNCHED
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", sorted(CASES))
 def test_example_runs(script, in_tmp_cwd):
     if "mujoco" in script and not HAS_MUJOCO:
@@ -84,6 +85,7 @@ def test_example_runs(script, in_tmp_cwd):
         assert f"Run directory: {run_dir}" in proc.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", sorted(LAUNCHER_CASES))
 def test_example_launch(script, in_tmp_cwd):
     env = dict(os.environ, PYTHONUNBUFFERED="1")

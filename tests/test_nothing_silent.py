@@ -199,6 +199,7 @@ INTERRUPTED_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupted_run_writes_a_final_snapshot_of_its_last_iteration(tmp_path, sig):
     script = tmp_path / "train.py"

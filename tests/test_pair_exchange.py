@@ -73,6 +73,7 @@ def rank_main(rank, port, queue):
         queue.put((rank, repr(e)))
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_two_gloo_ranks_sum_by_exchange_with_all_reduces_numbers():
     ctx = mp.get_context("spawn")

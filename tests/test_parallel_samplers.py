@@ -210,6 +210,7 @@ RUNNER_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 @pytest.mark.parametrize("kind,start_method", [("cpu", "fork"), ("gpu", "spawn")])
 def test_interrupt_stops_every_worker(tmp_path, sig, kind, start_method):

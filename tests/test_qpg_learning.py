@@ -18,6 +18,8 @@ from rlframe.envs.gym import make as gym_make
 from rlframe.samplers.parallel.cpu.sampler import CpuSampler
 from rlframe.samplers.serial.sampler import SerialSampler
 
+pytestmark = pytest.mark.slow
+
 SEED = 0
 THRESHOLD = -250
 MAX_STEPS = 20000

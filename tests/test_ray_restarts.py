@@ -62,6 +62,7 @@ class RemoveNodeAt(Callback):
             self.removed = True
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_run_completes_when_a_node_is_lost(in_tmp_cwd):
     assert not ray.is_initialized()
@@ -105,6 +106,7 @@ def test_run_completes_when_a_node_is_lost(in_tmp_cwd):
     assert_all_gone(tree.processes, timeout=30)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_ctrl_c_stops_the_workers_and_the_samplers_own_ray(tmp_path):
     proc = start_script(["python", os.path.join(TESTS_DIR, "ray_ctrl_c_script.py")],
@@ -163,6 +165,7 @@ def assert_valid_batch(samples):
     assert set(np.unique(samples.env.reward.numpy())) <= {1.}
 
 
+@pytest.mark.slow
 def test_env_error_restarts_the_worker_with_new_envs(local_ray, tmp_path):
     marker = tmp_path / "crash"
     marker.touch()
@@ -190,6 +193,7 @@ def test_env_error_restarts_the_worker_with_new_envs(local_ray, tmp_path):
         sampler.shutdown()
 
 
+@pytest.mark.slow
 def test_past_the_limit_the_workers_traceback_is_raised(local_ray, tmp_path):
     marker = tmp_path / "crash"
     marker.touch()
@@ -207,6 +211,7 @@ def test_past_the_limit_the_workers_traceback_is_raised(local_ray, tmp_path):
     assert all(pg["state"] == "REMOVED" for pg in ray.util.placement_group_table().values())
 
 
+@pytest.mark.slow
 def test_killed_worker_is_restarted_between_and_during_iterations(local_ray, tmp_path):
     # No marker: the env never crashes; 2 ms per step makes a batch last ~0.5 s or more.
     sampler = make_sampler(tmp_path / "absent", max_worker_restarts=2, step_sleep=0.002,
@@ -236,6 +241,7 @@ def test_killed_worker_is_restarted_between_and_during_iterations(local_ray, tmp
         sampler.shutdown()
 
 
+@pytest.mark.slow
 def test_evaluation_is_redone_by_a_restarted_worker(local_ray, tmp_path):
     sampler = make_sampler(tmp_path / "absent", max_worker_restarts=1, eval_n_envs=2,
                            eval_env_kwargs=dict(marker=str(tmp_path / "absent")),

@@ -155,6 +155,7 @@ def test_a_fork_of_a_process_that_used_ray_fails_clearly(monkeypatch):
     assert "start_method='forkserver'" in message
 
 
+@pytest.mark.slow
 def test_own_ray_is_started_and_stopped(pythonpath_with_tests):
     """With no Ray running, the sampler starts one and shutdown() leaves nothing behind."""
     assert not ray.is_initialized()
@@ -173,6 +174,7 @@ def test_own_ray_is_started_and_stopped(pythonpath_with_tests):
     assert_no_ray_processes(seen)
 
 
+@pytest.mark.slow
 def test_a_sampler_built_while_connected_to_ray_marks_forks_of_this_process(local_ray):
     """A script's own Ray counts as use: its forks then refuse to start Ray."""
     import rlframe.samplers.ray.sampler as ray_sampler
@@ -198,6 +200,7 @@ def collect(SamplerCls, CollectorCls, n_batches=3, **kwargs):
     return batches, trajs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("CollectorCls", [CpuResetCollector, CpuWaitResetCollector])
 def test_ray_and_serial_samplers_give_identical_samples(local_ray, CollectorCls):
     serial, serial_trajs = collect(SerialSampler, CollectorCls)
@@ -217,6 +220,7 @@ def test_ray_and_serial_samplers_give_identical_samples(local_ray, CollectorCls)
         assert torch.equal(a.agent.prev_action, b.agent.prev_action)
 
 
+@pytest.mark.slow
 def test_parameters_reach_the_workers_and_evaluation_runs(local_ray):
     set_seed(0)
     sampler = RaySampler(EnvCls=gym_make, env_kwargs=ENV, eval_env_kwargs=ENV, batch_T=8,
@@ -242,6 +246,7 @@ def test_parameters_reach_the_workers_and_evaluation_runs(local_ray):
         sampler.shutdown()
 
 
+@pytest.mark.slow
 def test_worker_error_surfaces_and_stops_the_workers(local_ray):
     sampler = RaySampler(EnvCls=CrashingEnv, env_kwargs=dict(crash_at=5, crash_rank=1),
                          batch_T=20, batch_B=4, max_decorrelation_steps=0, n_workers=2,
@@ -254,6 +259,7 @@ def test_worker_error_surfaces_and_stops_the_workers(local_ray):
         pg["state"] == "REMOVED" for pg in ray.util.placement_group_table().values())
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_ppo_cartpole_with_ray_sampler_reaches_475(local_ray, in_tmp_cwd):
     from test_learning import cartpole_ppo, train_and_read_returns

@@ -48,6 +48,7 @@ def assert_same_agents(a, b):
     assert not different, different
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo, die_at", [("ppo", 9), ("dqn", 130)])
 def test_killed_run_resumes_to_the_uninterrupted_result(algo, die_at, in_tmp_cwd):
     """SIGKILL mid-run (no final snapshot), then resume=True: the run ends at the full
@@ -133,6 +134,7 @@ def test_bad_resumes_are_refused_and_leave_the_run_as_it_is(in_tmp_cwd):
             other_batch.train()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_async_rl_resumes_with_its_replay(in_tmp_cwd):
     """AsyncRl killed mid-run (its sampler and copiers die with it) and resumed: the
@@ -165,6 +167,7 @@ def assert_sync_run_completed(resumed_from):
         assert f"Resumed from params.pkl: iteration {resumed_from}" in f.read()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_sync_rl_resumes_after_rank_0_was_killed(in_tmp_cwd):
     env = dict(os.environ, PYTHONPATH=TESTS, OMP_NUM_THREADS="1")
@@ -178,6 +181,7 @@ def test_sync_rl_resumes_after_rank_0_was_killed(in_tmp_cwd):
     assert_sync_run_completed(resumed_from=11)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_torchrun_max_restarts_resumes_after_a_rank_was_killed(in_tmp_cwd):
     """Elastic restart: rank 1 is killed, torchrun restarts both ranks, and the run goes
@@ -200,6 +204,7 @@ def test_snapshots_still_load_with_weights_only(in_tmp_cwd):
     assert flat_state(runner.agent).keys()
 
 
+@pytest.mark.slow
 def test_rlframe_resume_continues_a_killed_rlframe_train(in_tmp_cwd):
     command = [sys.executable, "-m", "rlframe"]
     train_cmd = command + ["train", "ppo", "CartPole-v1", "--n-steps", "61440",

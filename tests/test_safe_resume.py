@@ -136,6 +136,7 @@ def cli_copy(cli_run, tmp_path):
     return shutil.copytree(cli_run, tmp_path / "runs" / "run_0")
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_rlframe_resume_of_a_renamed_run_directory_trains_on_in_it(cli_copy):
     best = cli_copy.parent / "best"

@@ -142,6 +142,7 @@ def ray_actors(seen):
     return [cmd for _, _, cmd in seen if "RaySamplerWorker" in cmd]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_two_ranks_sample_with_their_own_ray_samplers(in_tmp_cwd):
     """Both ranks sample through their own Ray actors (4 in all), with different env
@@ -165,6 +166,7 @@ def test_two_ranks_sample_with_their_own_ray_samplers(in_tmp_cwd):
     assert_all_gone(out["seen"])
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_failing_rank_stops_both_rays(in_tmp_cwd):
     """Rank 1 raises mid-run: the run ends with SyncRlError naming it, and neither
@@ -177,6 +179,7 @@ def test_failing_rank_stops_both_rays(in_tmp_cwd):
     assert_all_gone(out["seen"])
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_forkserver_ranks_after_ray_ran_in_this_process(in_tmp_cwd):
     """A process that has run Ray before cannot fork a rank that starts Ray again (the

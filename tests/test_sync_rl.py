@@ -90,6 +90,7 @@ def assert_no_new_shm(before):
 
 # --------------------------------------------------------------------------- learning
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_ppo_sync_eval_two_ranks_learns_cartpole(in_tmp_cwd, shm_before):
     """2 ranks x SerialSampler: eval return >= 475 within 150k total steps; every
@@ -124,6 +125,7 @@ def test_ppo_sync_eval_two_ranks_learns_cartpole(in_tmp_cwd, shm_before):
     assert_no_new_shm(shm_before)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_dqn_sync_two_ranks_learns_cartpole(in_tmp_cwd):
     """Off-policy: each rank its own replay, gradients averaged; the training
@@ -144,6 +146,7 @@ def test_dqn_sync_two_ranks_learns_cartpole(in_tmp_cwd):
     assert runner.rank_digests[0] == runner.rank_digests[1]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_sac_sync_keeps_ranks_identical(in_tmp_cwd):
     """Twin critics, policy and the learned temperature (outside DDP, averaged by
@@ -189,6 +192,7 @@ def off_policy_cases():
     }
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("name", ["catdqn", "r2d1", "ddpg", "td3"])
 def test_off_policy_algorithms_train_in_sync(name, in_tmp_cwd):
@@ -216,6 +220,7 @@ class FailingPPO(PPO):
         return super().optimize_agent(itr, samples)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_exception_in_a_rank_is_reported_with_its_traceback(in_tmp_cwd, shm_before):
     before = descendants()
@@ -258,6 +263,7 @@ print(json.dumps(dict(during=SeeThreads.seen, after=thread_names())))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux /proc")
 def test_no_gloo_threads_outlive_the_run(in_tmp_cwd):
     """The process group and its gloo threads are gone once train() returns (in a new
@@ -285,6 +291,7 @@ def assert_tree_gone(processes, timeout=10.):
     assert not alive, [p.pid for p in alive]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(150)
 def test_killed_rank_stops_the_others_with_its_name(in_tmp_cwd, shm_before):
     process = start_script([sys.executable, EXAMPLE, "--n_steps", "1e7", "--cpu_per_rank",
@@ -310,6 +317,7 @@ def test_killed_rank_stops_the_others_with_its_name(in_tmp_cwd, shm_before):
     assert_no_new_shm(shm_before)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(150)
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_ctrl_c_and_sigterm_stop_every_rank(in_tmp_cwd, shm_before, signum):
@@ -343,6 +351,7 @@ def torchrun_env():
     return env
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(200)
 def test_torchrun_standalone_two_processes(in_tmp_cwd):
     result = subprocess.run(TORCHRUN + ["--standalone", "--nproc_per_node=2", EXAMPLE,
@@ -357,6 +366,7 @@ def test_torchrun_standalone_two_processes(in_tmp_cwd):
     assert "Joined torchrun's process group: rank 0 of 2" in result.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(200)
 def test_torchrun_two_nodes_over_loopback(in_tmp_cwd):
     port = str(29400 + os.getpid() % 500)
@@ -458,6 +468,7 @@ def test_make_sync_affinity_splits_cores_per_rank():
         make_sync_affinity(n_rank=3, n_cpu_core=2, hyperthread_offset=0)
 
 
+@pytest.mark.slow
 def test_cpu_sampler_ranks_use_global_env_ranks(in_tmp_cwd):
     """A CpuSampler in each rank: envs are numbered over all ranks (rank 1's first
     env is global env B), so epsilon schedules and seeds do not repeat."""

@@ -97,6 +97,7 @@ def test_two_serial_samplers_keep_their_own_discount():
     assert TrajInfo()["_discount"] == 1.0  # The class was left alone.
 
 
+@pytest.mark.slow
 def test_eval_traj_infos_use_the_sampler_discount():
     sampler = make_sampler(0.9, eval_n_envs=2, eval_env_kwargs=ENV, eval_max_steps=400)
     try:

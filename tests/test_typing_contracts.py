@@ -30,6 +30,8 @@ def _module_name(path: pathlib.Path) -> str:
 
 
 def _layer(module: str) -> str | None:
+    if module == "rlframe.utils.loading":  # Public path re-exporting rlframe.runners.loading.
+        return "runners"
     parts = module.split(".")
     return parts[1] if len(parts) > 1 and parts[0] == "rlframe" else None
 

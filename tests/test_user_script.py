@@ -3,6 +3,7 @@ import csv
 import json
 import os
 
+import pytest
 import torch
 
 from conftest import run_dirs
@@ -52,6 +53,7 @@ class MyRunner(MinibatchRlEval):
         super().log_diagnostics(*args, **kwargs)
 
 
+@pytest.mark.slow
 def test_rlpyt_style_user_script(in_tmp_cwd):
     sampler = SerialSampler(EnvCls=gym_make, env_kwargs=dict(id="CartPole-v1"),
                             eval_env_kwargs=dict(id="CartPole-v1"), batch_T=16, batch_B=4,
