@@ -98,6 +98,7 @@ def _child_write(arr, view):
     view[0, 1] = 7.  # view[0, 1] is arr[-2].
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", [5, 3 * OWN_ARENA_BYTES // 4], ids=["small", "large"])
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_np_mp_array_shared_with_child(method, size):
@@ -162,6 +163,7 @@ def _child_write_views(buffers):
     reward[:, 1] = 2.5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
 def test_shared_views_are_shared_under_every_start_method(method):
     all_action = np_mp_array((4, 2), np.int64)

@@ -71,6 +71,7 @@ def same_value(csv_cell, value):
 # ---------------------------------------------------------------------------- StopAtReturn
 
 
+@pytest.mark.slow
 def test_stop_at_return_ends_ppo_run_at_first_evaluation_over_threshold(data_dir):
     stop = StopAtReturn(150.)
     runner = make_runner(batch_T=128, batch_B=8, n_steps=200e3, log_interval_steps=2048,

@@ -29,6 +29,7 @@ def sampler_and_agent(AgentCls, batch_T, batch_B, **agent_kwargs):
     return sampler, agent
 
 
+@pytest.mark.slow
 def test_ppo_compiled_update_matches_eager(compile_works):
     torch.manual_seed(0)
     sampler, agent = sampler_and_agent(CategoricalPgAgent, 16, 4)
@@ -51,6 +52,7 @@ def test_ppo_compiled_update_matches_eager(compile_works):
         torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_dqn_compiled_update_matches_eager(compile_works):
     torch.manual_seed(0)
     sampler, agent = sampler_and_agent(DqnAgent, 8, 4, model_kwargs=dict(hidden_sizes=[32]))

@@ -197,6 +197,7 @@ def check_grid(root, results, expected_args):
     assert f"process ID: {os.getpid()}" in tree and "lr_0.0003" in tree
 
 
+@pytest.mark.slow
 def test_run_experiments_runs_the_grid_over_two_slots(launch_env):
     script = launch_env / "tiny.py"
     script.write_text(SCRIPT)
@@ -207,6 +208,7 @@ def test_run_experiments_runs_the_grid_over_two_slots(launch_env):
                lambda r: "('a', '1')" if r.log_dir.endswith("lr_0.001") else "('a', '2')")
 
 
+@pytest.mark.slow
 def test_run_experiments_fn_runs_a_function_the_same_way(launch_env):
     variants, log_dirs = lr_variants()
     results = run_experiments_fn(tiny_run, CODE, "grid_fn", 2, variants, log_dirs,

@@ -49,6 +49,7 @@ def _enter_context(run_dir_parent, if_exists, barrier, results):
         results.put(("error", str(error)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("if_exists", ["error", "suffix"])
 def test_concurrent_runs_never_share_a_directory(tmp_path, if_exists):
     ctx = mp.get_context("spawn")

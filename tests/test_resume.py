@@ -71,6 +71,7 @@ def test_killed_run_resumes_to_the_uninterrupted_result(algo, die_at, in_tmp_cwd
         assert "Replay buffer restored" in log
 
 
+@pytest.mark.slow
 def test_epsilon_continues_and_replay_refills_without_a_replay_checkpoint(in_tmp_cwd):
     run_child("dqn", 0, "--die-at", 100, "--no-replay-checkpoint", expect_killed=True)
     snapshot_itr = int(column(progress(0), "Iteration")[-1])
