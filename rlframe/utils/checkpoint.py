@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from rlframe.utils.checks import listed, shape_differences
 from rlframe.utils.collections import reduce_runtime_class
 
 SAMPLER_STATE_FILE = "sampler_state.pkl"
@@ -176,29 +177,21 @@ def _shapes(tree: Any, prefix: str = "") -> dict[str, tuple[int, ...] | None]:
 def state_dict_differences(agent: dict[str, Any], saved: dict[str, Any]) -> str:
     """What differs between two ``{name: shape}`` maps, readable: the parameters of
     other shapes, then those missing from and unexpected in the snapshot ("" if none)."""
+    shaped, missing, unexpected = (sorted(names) for names in shape_differences(agent, saved))
     parts = []
-    shaped = [f"{name} ({_shape(saved[name])} in the snapshot, {_shape(agent[name])} in "
-              "the agent)" for name in sorted(set(agent) & set(saved))
-              if agent[name] != saved[name]]
     if shaped:
-        parts.append("parameters of other shapes: " + _listed(shaped))
-    missing = sorted(set(agent) - set(saved))
+        parts.append("parameters of other shapes: " + listed(
+            [f"{name} ({_shape(saved[name])} in the snapshot, {_shape(agent[name])} in the "
+             "agent)" for name in shaped], _MAX_LISTED))
     if missing:
-        parts.append("missing from the snapshot: " + _listed(missing))
-    unexpected = sorted(set(saved) - set(agent))
+        parts.append("missing from the snapshot: " + listed(missing, _MAX_LISTED))
     if unexpected:
-        parts.append("unexpected in the snapshot: " + _listed(unexpected))
+        parts.append("unexpected in the snapshot: " + listed(unexpected, _MAX_LISTED))
     return "; ".join(parts)
 
 
 def _shape(shape: tuple[int, ...] | None) -> str:
     return "not a tensor" if shape is None else f"[{', '.join(map(str, shape))}]"
-
-
-def _listed(items: list[str]) -> str:
-    shown = ", ".join(items[:_MAX_LISTED])
-    more = len(items) - _MAX_LISTED
-    return shown + (f", and {more} more" if more > 0 else "")
 
 
 # ------------------------------------------------------------------------ RNG states

@@ -108,6 +108,26 @@ def check_keywords(name: str, kwargs: Any, fn: Callable, fn_name: str,
     return dict(kwargs)
 
 
+def listed(items: list[str], limit: int = 10) -> str:
+    """``items`` joined by commas, cut after ``limit`` (", and N more")."""
+    more = len(items) - limit
+    return ", ".join(items[:limit]) + (f", and {more} more" if more > 0 else "")
+
+
+def shape_differences(own: Mapping[str, Any], given: Mapping[str, Any]
+                      ) -> tuple[list[str], list[str], list[str]]:
+    """Compare two ``{name: shape}`` maps (a shape may be None: not a tensor).
+
+    Returns:
+        ``(names in both with other shapes, names missing from given, names only in
+        given)``, in ``own``'s order (the last in ``given``'s).
+    """
+    shaped = [k for k in own if k in given and given[k] != own[k]]
+    missing = [k for k in own if k not in given]
+    unexpected = [k for k in given if k not in own]
+    return shaped, missing, unexpected
+
+
 def state_dict_mismatch(module: Any, state_dict: Any, limit: int = 10) -> str | None:
     """How ``state_dict`` fails to fit ``module`` (a torch module), in words; None if it fits.
 
@@ -117,24 +137,19 @@ def state_dict_mismatch(module: Any, state_dict: Any, limit: int = 10) -> str | 
     if not isinstance(state_dict, Mapping):
         return f"it is a {type(state_dict).__name__}, not a state dict (a mapping of names " \
                "to tensors)"
-    own = module.state_dict()
-
-    def listed(names: list[str]) -> str:
-        more = f" and {len(names) - limit} more" if len(names) > limit else ""
-        return ", ".join(names[:limit]) + more
-
+    own = {k: tuple(v.shape) for k, v in module.state_dict().items()}
+    given = {k: tuple(v.shape) for k, v in state_dict.items() if hasattr(v, "shape")}
+    shaped = shape_differences(own, given)[0]
     missing = [k for k in own if k not in state_dict]
     unexpected = [k for k in state_dict if k not in own]
-    shapes = [f"{k} {tuple(state_dict[k].shape)} (model: {tuple(own[k].shape)})"
-              for k in own if k in state_dict and hasattr(state_dict[k], "shape")
-              and tuple(state_dict[k].shape) != tuple(own[k].shape)]
+    shapes = [f"{k} {given[k]} (model: {own[k]})" for k in shaped]
     parts = []
     if missing:
-        parts.append(f"missing keys: {listed(missing)}")
+        parts.append(f"missing keys: {listed(missing, limit)}")
     if unexpected:
-        parts.append(f"unexpected keys: {listed(unexpected)}")
+        parts.append(f"unexpected keys: {listed(unexpected, limit)}")
     if shapes:
-        parts.append(f"other shapes: {listed(shapes)}")
+        parts.append(f"other shapes: {listed(shapes, limit)}")
     return "; ".join(parts) or None
 
 
