@@ -1,8 +1,82 @@
-"""Runner interface."""
+"""Runner interface, and the logger a runner writes to."""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+from rlframe.utils.logging.current import current_logger
+from rlframe.utils.logging.run_logger import Logger
 
 
 class BaseRunner:
-    """Drives sampler, agent and algorithm through training: ``train()``."""
+    """Drives sampler, agent and algorithm through training: ``train()``.
+
+    A runner owns the logger of the run it trains in, ``runner.logger``. It binds
+    when ``train()`` starts: every subclass's ``train`` first takes the logger that
+    is current then (:func:`~rlframe.utils.logging.current.current_logger`), which
+    is the run's logger inside ``logger_context``, and the quiet logger that SyncRl
+    ranks and AsyncRl children make current with ``use_logger``. The runner keeps
+    that logger after ``train()`` returns, until its next ``train()``; before its
+    first one, ``runner.logger`` is the current logger. rlpyt's module functions
+    (``logger.log``, ...) go on acting on the current logger, which is the same one
+    while the run trains.
+
+    A runner sent to another process (pickled) arrives unbound, and binds there when
+    its ``train()`` starts.
+    """
+
+    # A class default, so that subclasses need not call ``BaseRunner.__init__``.
+    _logger: Logger | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        train = cls.__dict__.get("train")
+        if callable(train) and not getattr(train, "_binds_logger", False):
+            cls.train = _binding_logger(train)  # type: ignore[method-assign]
+
+    @property
+    def logger(self) -> Logger:
+        """The logger of the run this runner trains (or last trained) in."""
+        return self._logger if self._logger is not None else current_logger()
+
+    def bind_logger(self, run_logger: Logger | None = None) -> Logger:
+        """Write to ``run_logger`` from now on (default: the current logger).
+
+        ``train()`` calls it on entry; call it yourself to log through
+        ``runner.logger`` to a run before training in it.
+
+        Args:
+            run_logger: the logger to bind to.
+
+        Returns:
+            The logger bound.
+        """
+        if run_logger is None:
+            run_logger = current_logger()
+        elif not isinstance(run_logger, Logger):
+            raise TypeError(f"run_logger must be a Logger (or None for the current one), "
+                            f"got {type(run_logger).__name__}.")
+        self._logger = run_logger
+        return run_logger
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A logger holds open files and belongs to this process: a copy in another
+        # process binds to that process's current logger when it trains.
+        state = dict(self.__dict__)
+        state.pop("_logger", None)
+        return state
 
     def train(self) -> None:
         raise NotImplementedError
+
+
+def _binding_logger(train: Callable[..., Any]) -> Callable[..., Any]:
+    """``train`` that first binds the runner to the current logger."""
+
+    @functools.wraps(train)
+    def train_in_current_run(self: BaseRunner, *args: Any, **kwargs: Any) -> Any:
+        self.bind_logger()
+        return train(self, *args, **kwargs)
+
+    train_in_current_run._binds_logger = True  # type: ignore[attr-defined]
+    return train_in_current_run

@@ -18,8 +18,8 @@ import random
 import re
 import tempfile
 import warnings
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, Union
 
 import numpy as np
 import torch
@@ -30,6 +30,17 @@ from rlframe.utils.collections import reduce_runtime_class
 SAMPLER_STATE_FILE = "sampler_state.pkl"
 REPLAY_FILE = "replay_buffer.pkl"
 _ITR_SNAPSHOT = re.compile(r"itr_(\d+)\.pkl")
+# Where ``torch.load`` puts tensors: a device, a device name, a mapping of names, or a
+# function of (storage, location).
+MapLocation = Union[str, torch.device, dict[str, str], Callable[..., Any], None]
+
+
+class HasStateDict(Protocol):
+    """What a snapshot's weights are loaded into: an agent (or any torch module)."""
+
+    def state_dict(self) -> Mapping[str, Any]: ...
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> object: ...
 
 
 # ------------------------------------------------------------------------ snapshots
@@ -74,7 +85,7 @@ class SnapshotError(ValueError):
 _ZIP_MAGIC = b"PK\x03\x04"  # torch.save's (zip) format starts with it.
 
 
-def load_snapshot(path: str, map_location: Any = "cpu",
+def load_snapshot(path: str, map_location: MapLocation = "cpu",
                   required: tuple[str, ...] = ()) -> dict:
     """``torch.load(path, weights_only=True)`` of a snapshot, with errors that say what
     is wrong with the file.
@@ -136,7 +147,7 @@ def _why_unreadable(error: Exception, head: bytes, size: int) -> str:
 _MAX_LISTED = 10  # Entries a mismatch lists before "and N more".
 
 
-def load_agent_state(agent: Any, state_dict: Any, path: str) -> None:
+def load_agent_state(agent: HasStateDict, state_dict: object, path: str) -> None:
     """``agent.load_state_dict(state_dict)``; when the weights do not fit the agent's
     model, a :class:`SnapshotError` lists the parameters that differ.
 
@@ -234,14 +245,14 @@ class _StatePickler(pickle.Pickler):
         return NotImplemented
 
 
-def dumps(obj: Any) -> bytes:
+def dumps(obj: object) -> bytes:
     """``pickle.dumps`` that also handles rlframe's run-time namedtuple classes."""
     buffer = io.BytesIO()
     _StatePickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
     return buffer.getvalue()
 
 
-def write_state_file(run_dir: str, name: str, itr: int, state: Any) -> None:
+def write_state_file(run_dir: str, name: str, itr: int, state: object) -> None:
     """Pickle ``state`` tagged with ``itr`` to ``run_dir/name``, atomically: streamed to
     a temporary file and renamed (a replay of gigabytes is never held twice in memory).
 
@@ -327,7 +338,7 @@ def _root(array: np.ndarray) -> np.ndarray:
     return array
 
 
-def replay_state(replay: Any) -> dict[str, Any]:
+def replay_state(replay: object) -> dict[str, Any]:
     """The contents of a replay buffer: every array it owns (once, views left out) and
     every number (cursor, priorities' maximum, beta, ...), keyed by attribute path."""
     found: dict[str, Any] = {}
@@ -344,7 +355,7 @@ def replay_state(replay: Any) -> dict[str, Any]:
     return state
 
 
-def load_replay_state(replay: Any, state: dict[str, Any]) -> None:
+def load_replay_state(replay: object, state: dict[str, Any]) -> None:
     """Copy a :func:`replay_state` into ``replay`` (built with the same settings):
     arrays in place (shared memory stays shared), numbers and arrays made since
     construction (e.g. the last sampled tree indexes) by attribute."""
@@ -365,7 +376,7 @@ def load_replay_state(replay: Any, state: dict[str, Any]) -> None:
         setattr(_resolve(replay, owner_path), name, value)
 
 
-def _resolve(replay: Any, path: str) -> Any:
+def _resolve(replay: object, path: str) -> Any:
     obj = replay
     for name in path.split(".")[1:]:
         obj = getattr(obj, name)
@@ -373,7 +384,7 @@ def _resolve(replay: Any, path: str) -> Any:
 
 
 # ------------------------------------------------------------------------ samplers
-def sampler_state(sampler: Any) -> tuple[Any, str | None]:
+def sampler_state(sampler: Any) -> tuple[bytes | None, str | None]:
     """The training envs of an in-process sampler (``SerialSampler``) mid-episode, with
     the stepping core's per-env bookkeeping and the agent's recurrent state.
 

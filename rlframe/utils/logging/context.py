@@ -1,157 +1,50 @@
-"""Run directories: where an experiment's logs, parameters and snapshots go.
+"""``logger_context``: a run's directory and logger for the duration of a ``with`` block.
 
 ``logger_context`` creates ``<root>/local/<YYYYMMDD>/<HHMMSS>/<log_dir>/run_<run_ID>/``
 with ``params.json``, ``progress.csv`` and ``debug.log`` and gives the run a
 logger of its own: a fresh ``logger.Logger`` writing to that directory is the
-current logger for the ``with`` block, and on exit its outputs are closed and
-the previously current logger is restored. ``<root>`` is ``$RLFRAME_DATA_DIR``
-when set, else ``./data`` in the current working directory.
+current logger for the ``with`` block (a runner that trains inside reaches it as
+``runner.logger``), and on exit its outputs are closed and the previously
+current logger is restored. ``<root>`` is ``$RLFRAME_DATA_DIR`` when set, else
+``./data`` in the current working directory.
+
+The parts: ``run_dir.py`` names and claims run directories, ``params.py`` writes
+``params.json`` and compares it on resume, ``progress.py`` repairs ``progress.csv``
+for a resumed run; their names stay importable from here.
 """
 from __future__ import annotations
 
 import contextlib
-import csv
-import datetime
-import io
-import json
-import math
+import csv  # noqa: F401
+import datetime  # noqa: F401
+import io  # noqa: F401
+import json  # noqa: F401
+import math  # noqa: F401
 import os
-import pickle
-import re
+import pickle  # noqa: F401
+import re  # noqa: F401
 import warnings
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator  # noqa: F401
 
-import numpy as np
-import torch
+import numpy as np  # noqa: F401
+import torch  # noqa: F401
 
 from rlframe.utils.checkpoint import find_snapshot, snapshot_itr
 from rlframe.utils.distributed import torchrun_rank
-from rlframe.utils.files import atomic_write_bytes, write_json_atomic
-from rlframe.utils.logging import logger
-
-DATA_DIR_ENV_VAR = "RLFRAME_DATA_DIR"
-
-
-def _data_root() -> str:
-    """The log root, evaluated now (the env var and the working directory may change)."""
-    root = os.environ.get(DATA_DIR_ENV_VAR)
-    if root:
-        return os.path.abspath(os.path.expanduser(root))
-    return os.path.abspath(os.path.join(os.getcwd(), "data"))
-
-
-# Root at import time; the functions below recompute it on every call.
-LOG_DIR = _data_root()
-
-
-def _relative_part(path: str) -> str:
-    """``path`` without its drive and leading separators, so it nests under a root."""
-    _, tail = os.path.splitdrive(path)
-    return tail.lstrip("/\\")
-
-
-def _is_within(path: str, root: str) -> bool:
-    path, root = os.path.realpath(path), os.path.realpath(root)
-    try:
-        return os.path.commonpath([path, root]) == root
-    except ValueError:  # different drives
-        return False
-
-
-def get_log_dir(experiment_name: str, root_log_dir: str | None = None,
-                date: bool = True) -> str:
-    """Directory for a new experiment: ``<root>/local/<YYYYMMDD>/<HHMMSS>/<experiment_name>``.
-
-    Args:
-        experiment_name: relative path inside the dated folder (a leading
-            separator is dropped so the result always lies under the root).
-        root_log_dir: root to use instead of ``$RLFRAME_DATA_DIR`` / ``./data``.
-        date: ``False`` leaves out the ``<YYYYMMDD>/<HHMMSS>`` levels.
-    """
-    root = os.path.abspath(root_log_dir) if root_log_dir else _data_root()
-    parts = [root, "local"]
-    if date:
-        now = datetime.datetime.now()
-        parts += [now.strftime("%Y%m%d"), now.strftime("%H%M%S")]
-    return os.path.join(*parts, _relative_part(experiment_name))
-
-
-def _jsonable(value: Any, lossy: list | None = None) -> Any:
-    """JSON-ready copy: containers kept, numpy/torch scalars and small arrays unwrapped,
-    callables by their qualified name, other objects by a (shortened) repr.
-
-    Args:
-        value: the value to convert.
-        lossy: when given, receives one entry per value that JSON could not hold.
-    """
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, dict):
-        return {str(k) if not isinstance(k, (bool, int, float, str)) else k:
-                _jsonable(v, lossy) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v, lossy) for v in value]
-    if isinstance(value, torch.Tensor):
-        value = value.detach().cpu().numpy()
-    if (isinstance(value, np.ndarray) and value.size <= _MAX_ARRAY_SIZE
-            and value.dtype.kind in "biuf"):
-        return value.tolist()
-    if lossy is not None:
-        lossy.append(value)
-    if isinstance(value, type) or callable(value):
-        module, name = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
-        if name is not None:
-            kind = "class" if isinstance(value, type) else "function"
-            return f"<{kind} {module}.{name}>" if module else f"<{kind} {name}>"
-    text = repr(value)
-    return text if len(text) <= _MAX_REPR else text[:_MAX_REPR - 3] + "..."
-
-
-_MAX_ARRAY_SIZE = 1000  # Larger arrays are shortened to a repr in params.json.
-_MAX_REPR = 300
-
-
-IF_EXISTS = ("error", "suffix")
-# Files that mark a directory as holding a run.
-_RUN_FILES = ("params.json", "progress.csv", "debug.log", "params.pkl")
-
-
-def _claim_run_dir(exp_dir: str, if_exists: str) -> str:
-    """Create ``exp_dir`` and claim it for this run, atomically.
-
-    The claim is the exclusive creation of its ``params.json``: of two processes
-    starting the same run at once, exactly one gets the directory. A directory
-    that already holds a run is an error, or with ``if_exists="suffix"`` the
-    first free ``<exp_dir>-1``, ``<exp_dir>-2``, ... is claimed instead.
-    """
-    candidate, k = exp_dir, 0
-    while True:
-        os.makedirs(candidate, exist_ok=True)
-        claim = os.path.join(candidate, "params.json")
-        try:
-            os.close(os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-        except FileExistsError:
-            pass
-        else:
-            if not _holds_run_besides(candidate, "params.json"):
-                return candidate
-            os.unlink(claim)  # Files of an earlier run without params.json: not ours.
-        if if_exists == "error":
-            raise FileExistsError(
-                f"logger_context: the run directory {candidate} already holds a run; "
-                "choose another log_dir or run_ID, or pass if_exists='suffix' to write to "
-                f"{exp_dir}-1 (or the next free suffix) instead.")
-        k += 1
-        candidate = f"{exp_dir}-{k}"
-
-
-def _holds_run_besides(directory: str, own: str) -> bool:
-    return any(name != own and (name in _RUN_FILES
-                                or (name.startswith("itr_") and name.endswith(".pkl")))
-               for name in os.listdir(directory))
-
+from rlframe.utils.files import atomic_write_bytes, write_json_atomic  # noqa: F401
+from rlframe.utils.logging import logger  # noqa: F401
+from rlframe.utils.logging.current import quiet_logger, use_logger
+from rlframe.utils.logging.params import (_ADDRESS, _MAX_ARRAY_SIZE, _MAX_REPR,  # noqa: F401
+                                          _jsonable, _pickle_params, _read_params,
+                                          _same_param, add_exp_param, check_same_params)
+from rlframe.utils.logging.progress import (_complete_part, _cut_incomplete_rows,  # noqa: F401
+                                            _drop_rows_after, _row_itr, check_progress)
+from rlframe.utils.logging.run_dir import (DATA_DIR_ENV_VAR, IF_EXISTS, LOG_DIR,  # noqa: F401
+                                           _RUN_FILES, _claim_run_dir, _data_root,
+                                           _holds_run_besides, _is_within, _relative_part,
+                                           get_log_dir)
+from rlframe.utils.logging.run_logger import Logger
+from rlframe.utils.snapshots import check_snapshot_mode
 
 @contextlib.contextmanager
 def logger_context(log_dir: str, run_ID: int, name: str, log_params: dict | None = None,
@@ -289,20 +182,20 @@ def _checked_run_logging(locate: Callable[[], tuple[str, str, str | None]], run_
         yield path
 
 
-def _check_log_params(log_params: Any) -> None:
+def _check_log_params(log_params: object) -> None:
     if log_params is not None and not isinstance(log_params, dict):
         raise TypeError(f"logger_context: log_params must be a dict of hyperparameters (or "
                         f"None), got a {type(log_params).__name__}: {_short(log_params)}.")
 
 
-def _short(value: Any, limit: int = 80) -> str:
+def _short(value: object, limit: int = 80) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _check_settings(snapshot_mode: str, if_exists: str) -> None:
     """The run's settings, checked before anything is created."""
-    logger.Logger().set_snapshot_mode(snapshot_mode)
+    check_snapshot_mode(snapshot_mode)
     if if_exists not in IF_EXISTS:
         raise ValueError(f"if_exists must be one of {list(IF_EXISTS)}, got {if_exists!r}.")
 
@@ -310,9 +203,7 @@ def _check_settings(snapshot_mode: str, if_exists: str) -> None:
 @contextlib.contextmanager
 def _quiet_logger() -> Iterator[None]:
     """A silent current logger (torchrun ranks other than 0 write nothing)."""
-    quiet = logger.Logger()
-    quiet.disable()
-    with logger.use_logger(quiet):
+    with use_logger(quiet_logger()):
         yield
 
 
@@ -329,7 +220,7 @@ def _run_logging(exp_dir: str, run_ID: int | str, name: str, log_params: dict | 
             raise ImportError("use_summary_writer=True needs TensorBoard: "
                               "pip install rlframe[tensorboard]") from err
         summary_writer_cls = SummaryWriter
-    run_logger = logger.Logger()
+    run_logger = Logger()
     run_logger.set_snapshot_mode(snapshot_mode)
     run_logger.set_log_tabular_only(False)
     if log_params is None:
@@ -346,7 +237,7 @@ def _run_logging(exp_dir: str, run_ID: int | str, name: str, log_params: dict | 
     params_path = os.path.join(exp_dir, "params.json")
 
     try:
-        with logger.use_logger(run_logger):
+        with use_logger(run_logger):
             run_logger.set_snapshot_dir(exp_dir)
             run_logger.add_text_output(os.path.join(exp_dir, "debug.log"))
             run_logger.add_tabular_output(os.path.join(exp_dir, "progress.csv"),
@@ -389,19 +280,7 @@ def _prepare_resume(exp_dir: str, params_json: dict) -> tuple[str, int, list[str
             "snapshot_mode='none', or stopped before its first snapshot. It is left as it "
             "is: choose another run_ID to start afresh.")
     itr = snapshot_itr(snapshot)  # Also checks that it is a readable snapshot.
-    params_path = os.path.join(exp_dir, "params.json")
-    if os.path.exists(params_path):
-        saved = _read_params(params_path)
-        now = json.loads(json.dumps(params_json))  # As params.json holds it.
-        changed = sorted(k for k in set(saved) | set(now) if k != "run_ID"
-                         and not _same_param(saved.get(k, "<absent>"), now.get(k, "<absent>")))
-        if changed:
-            details = "; ".join(f"{k}: {saved.get(k, '<absent>')!r} in the run, "
-                                f"{now.get(k, '<absent>')!r} now" for k in changed[:5])
-            raise ValueError(
-                f"logger_context(resume=True): the run in {exp_dir} was made by a different "
-                f"setting ({details}). Resume it with its own settings, or choose another "
-                "run_ID for the new setting.")
+    check_same_params(exp_dir, params_json)
     progress_path = os.path.join(exp_dir, "progress.csv")
     found = []
     cut = _cut_incomplete_rows(progress_path)
@@ -410,202 +289,3 @@ def _prepare_resume(exp_dir: str, params_json: dict) -> tuple[str, int, list[str
         found.append(cut)
     _drop_rows_after(progress_path, itr)
     return snapshot, itr, found
-
-
-def _read_params(path: str) -> dict:
-    try:
-        with open(path, encoding="utf-8") as f:
-            saved = json.load(f)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"logger_context(resume=True): {path} cannot be read as JSON "
-                         f"({error}); the run's settings are unknown, so it is not "
-                         "resumed.") from None
-    if not isinstance(saved, dict):
-        raise ValueError(f"logger_context(resume=True): {path} holds a JSON "
-                         f"{type(saved).__name__}, not the object of a run's settings; it is "
-                         "not resumed.")
-    return saved
-
-
-# A default repr's address (`<foo.Bar object at 0x7f...>`) differs between processes.
-_ADDRESS = re.compile(r"(<[\w.]+ object) at 0x[0-9a-fA-F]+>")
-
-
-def _same_param(saved: Any, now: Any) -> bool:
-    """Whether a value of params.json and one of the resumed run's settings (both as
-    JSON holds them) are the same: NaN equals NaN, default reprs compare by class."""
-    if isinstance(saved, dict) and isinstance(now, dict):
-        return saved.keys() == now.keys() and all(_same_param(saved[k], now[k]) for k in saved)
-    if isinstance(saved, list) and isinstance(now, list):
-        return len(saved) == len(now) and all(map(_same_param, saved, now))
-    if isinstance(saved, float) and isinstance(now, float) and math.isnan(saved):
-        return math.isnan(now)
-    if isinstance(saved, str) and isinstance(now, str):
-        return _ADDRESS.sub(r"\1>", saved) == _ADDRESS.sub(r"\1>", now)
-    return saved == now
-
-
-def _cut_incomplete_rows(progress_path: str) -> str | None:
-    """Cut ``progress.csv`` back to its last complete row: one ended by a line break,
-    without NUL bytes, with as many fields as the header. A run stopped mid-write (a
-    crash, a full disk) leaves half a row, and the file system may add NUL bytes.
-
-    Returns:
-        A warning saying what was dropped, or None if the file was whole.
-    """
-    if not os.path.exists(progress_path):
-        return None
-    with open(progress_path, "rb") as f:
-        data = f.read()
-    end = _complete_part(data)
-    if end == len(data):
-        return None
-    dropped = data[end:]
-    n_rows = sum(1 for line in dropped.split(b"\n") if line.strip(b"\x00\r\t "))
-    nul = ", NUL bytes among them" if b"\x00" in dropped else ""
-    atomic_write_bytes(progress_path, data[:end])
-    what = "the header and " if end == 0 else ""
-    n_rows -= 1 if end == 0 and n_rows else 0  # The header is not a row.
-    return (f"{progress_path} ended in an incomplete row (the run stopped while writing "
-            f"it): cut back to its last complete row, dropping {what}{n_rows} incomplete "
-            f"row(s), {len(dropped)} bytes{nul}.")
-
-
-def _complete_part(data: bytes) -> int:
-    """The length of the leading part of CSV ``data`` made of whole records: the header,
-    then each row until the first that is incomplete (0 if the header is)."""
-    consumed = [0]
-
-    def lines() -> Iterator[str]:
-        position = 0
-        while position < len(data):
-            stop = data.find(b"\n", position)
-            if stop < 0 or b"\x00" in data[position:stop]:
-                return  # No line break, or NUL bytes: never a whole row.
-            try:
-                line = data[position:stop + 1].decode("utf-8")
-            except UnicodeDecodeError:
-                return
-            position = consumed[0] = stop + 1
-            yield line
-
-    end, n_fields = 0, None
-    try:
-        for record in csv.reader(lines()):
-            if n_fields is None:
-                n_fields = len(record)
-            elif len(record) != n_fields:
-                break
-            end = consumed[0]
-    except csv.Error:  # A quoted field that never ends.
-        pass
-    return end
-
-
-def _drop_rows_after(progress_path: str, itr: int) -> None:
-    """Keep the rows of ``progress.csv`` up to ``Iteration`` ``itr`` (a resumed run
-    writes the later ones again)."""
-    if not os.path.exists(progress_path):
-        return
-    with open(progress_path, newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        fieldnames, rows = reader.fieldnames, list(reader)
-    kept = [row for row in rows if _row_itr(row) <= itr]
-    if fieldnames is None or len(kept) == len(rows):
-        return
-    text = io.StringIO()
-    writer = csv.DictWriter(text, fieldnames=fieldnames, lineterminator="\r\n")
-    writer.writeheader()
-    writer.writerows(kept)
-    atomic_write_bytes(progress_path, text.getvalue().encode("utf-8"))
-
-
-def _row_itr(row: dict) -> float:
-    for key, value in row.items():
-        if key == "Iteration" or key.endswith("/Iteration"):
-            try:
-                return float(value)
-            except (TypeError, ValueError):
-                return -math.inf
-    return -math.inf
-
-
-def _pickle_params(exp_dir: str, log_params: dict, run_logger: logger.Logger) -> None:
-    """Keep ``log_params`` in full beside ``params.json``, which holds only reprs of
-    values JSON cannot hold."""
-    try:
-        payload = pickle.dumps(log_params)
-    except Exception as err:  # noqa: BLE001 - a lambda, an open file, ...: keep the reprs.
-        run_logger.log(f"params.json holds reprs of values JSON cannot hold; they do not "
-                       f"pickle either ({type(err).__name__}: {err}), so no log_params.pkl.")
-        return
-    atomic_write_bytes(os.path.join(exp_dir, "log_params.pkl"), payload)
-
-
-def add_exp_param(param_name: str, param_val: Any, exp_dir: str | None = None,
-                  overwrite: bool = False) -> list[str]:
-    """Add a key to every ``params.json`` found under ``exp_dir`` (recursively).
-
-    An existing key is left alone unless ``overwrite``; when both the existing
-    and the new value are dicts, missing sub-keys are added either way (and
-    existing sub-keys replaced only with ``overwrite``).
-
-    Args:
-        param_name: key to add.
-        param_val: value (JSON-converted like ``log_params``).
-        exp_dir: directory to search; default the current working directory.
-        overwrite: replace an existing value.
-
-    Returns:
-        Paths of the files that changed.
-    """
-    search_dir = os.getcwd() if exp_dir is None else exp_dir
-    if not os.path.isdir(search_dir):
-        raise ValueError(f"exp_dir must be an existing directory, got {search_dir!r}.")
-    new_val = _jsonable(param_val)
-    changed = []
-    for dir_path, _, file_names in os.walk(search_dir):
-        if "params.json" not in file_names:
-            continue
-        path = os.path.join(dir_path, "params.json")
-        with open(path, "r", encoding="utf-8") as f:
-            params = json.load(f)
-        old_val = params.get(param_name)
-        if isinstance(old_val, dict) and isinstance(new_val, dict):
-            merged = dict(old_val)
-            for key, val in new_val.items():
-                if overwrite or key not in merged:
-                    merged[key] = val
-            if merged == old_val:
-                continue
-            params[param_name] = merged
-        elif param_name in params and not overwrite:
-            logger.log(f"{path}: keeping existing {param_name}={old_val!r} (overwrite=False).")
-            continue
-        else:
-            params[param_name] = new_val
-        write_json_atomic(path, params)
-        changed.append(path)
-    return changed
-
-
-def check_progress(exp_dir: str | None = None) -> dict[str, int]:
-    """Count the data rows of every ``progress.csv`` under ``exp_dir`` and log them.
-
-    Args:
-        exp_dir: directory to search; default the current working directory.
-
-    Returns:
-        ``{path: number of rows after the header}``.
-    """
-    search_dir = os.getcwd() if exp_dir is None else exp_dir
-    counts = {}
-    for dir_path, _, file_names in sorted(os.walk(search_dir)):
-        if "progress.csv" not in file_names:
-            continue
-        path = os.path.join(dir_path, "progress.csv")
-        with open(path, "r", encoding="utf-8") as f:
-            n_lines = sum(1 for _ in f)
-        counts[path] = max(n_lines - 1, 0)
-        logger.log(f"{path}: {counts[path]} rows", with_prefix=False)
-    return counts
