@@ -8,6 +8,7 @@ import pytest
 
 from rlframe.utils.collections import AttrDict
 from rlframe.utils.launching import affinity as aff
+from rlframe.utils.launching.affinity import machine
 from rlframe.utils.launching.affinity import (
     affinity_from_code, build_async_affinity, build_cpu_affinity, decode_affinity,
     encode_affinity, get_master_cpus, get_n_run_slots, get_workers_cpus, make_affinity,
@@ -264,7 +265,7 @@ def test_quick_affinity_code_on_this_machine():
 def test_quick_affinity_code_cpu(monkeypatch, logical, physical, code):
     monkeypatch.setattr(aff.psutil, "cpu_count",
                         lambda logical=True, _l=logical, _p=physical: _l if logical else _p)
-    monkeypatch.setattr(aff, "get_n_socket", lambda: 1)
+    monkeypatch.setattr(machine, "get_n_socket", lambda: 1)
     assert quick_affinity_code(n_parallel=2, use_gpu=False) == code
 
 
@@ -279,15 +280,15 @@ def test_machine_detection(monkeypatch):
     monkeypatch.setattr(aff.psutil, "cpu_count", lambda logical=True: 16)
     assert aff.get_hyperthread_offset() == 0
     cpuinfo = "processor\t: 0\nphysical id\t: 0\nprocessor\t: 1\nphysical id\t: 1\n" * 2
-    monkeypatch.setattr(aff, "open", lambda *a, **k: io.StringIO(cpuinfo), raising=False)
+    monkeypatch.setattr(machine, "open", lambda *a, **k: io.StringIO(cpuinfo), raising=False)
     assert aff.get_n_socket() == 2
-    monkeypatch.setattr(aff, "open", lambda *a, **k: io.StringIO("processor\t: 0\n"),
+    monkeypatch.setattr(machine, "open", lambda *a, **k: io.StringIO("processor\t: 0\n"),
                         raising=False)
     assert aff.get_n_socket() == 1  # No "physical id" lines (e.g. some VMs).
 
     def no_proc(*args, **kwargs):
         raise FileNotFoundError("/proc/cpuinfo")
-    monkeypatch.setattr(aff, "open", no_proc, raising=False)
+    monkeypatch.setattr(machine, "open", no_proc, raising=False)
     assert aff.get_n_socket() == 1  # macOS, Windows.
 
 

@@ -223,8 +223,8 @@ def test_async_ray_after_ray_in_the_same_process_starts_by_forkserver(in_tmp_cwd
 
 def test_fork_asked_for_in_a_process_that_used_ray_is_refused(in_tmp_cwd, monkeypatch):
     """An explicit start_method='fork' is honoured as asked, so it fails early and clearly."""
-    import rlframe.samplers.ray.sampler as ray_sampler
-    monkeypatch.setattr(ray_sampler, "_RAY_USED_BY_PID", os.getpid())  # As after a Ray run.
+    import rlframe.samplers.ray.cluster as ray_cluster
+    monkeypatch.setattr(ray_cluster, "_RAY_USED_BY_PID", os.getpid())  # As after a Ray run.
     sampler = AsyncRaySampler(EnvCls=gym_make, env_kwargs=ENV, batch_T=4, batch_B=2,
                               n_workers=1)
     affinity = make_affinity(**AFFINITY)

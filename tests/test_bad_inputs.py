@@ -133,10 +133,10 @@ def two_optimizer_ranks(first: dict, second: dict, drop_cpus: bool = False) -> d
 def fork_after_ray() -> None:
     """``AsyncRl(start_method='fork')`` with an AsyncRaySampler in a process that used Ray
     (as recorded by the Ray samplers): refused at startup, before any process starts."""
-    import rlframe.samplers.ray.sampler as ray_module
+    import rlframe.samplers.ray.cluster as ray_cluster
     affinity = make_affinity(**ASYNC_AFFINITY)
     affinity["sampler"].pop("workers_cpus")
-    with mock.patch.object(ray_module, "_RAY_USED_BY_PID", os.getpid()):
+    with mock.patch.object(ray_cluster, "_RAY_USED_BY_PID", os.getpid()):
         async_runner(sampler=ray_sampler("AsyncRaySampler", batch_B=2, n_workers=1),
                      affinity=affinity, n_steps=64, start_method="fork").train()
 

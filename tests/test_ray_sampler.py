@@ -139,8 +139,8 @@ def test_a_fork_of_a_process_that_used_ray_fails_clearly(monkeypatch):
     there): the sampler says so at once and names the start methods that work."""
     import multiprocessing as mp
 
-    import rlframe.samplers.ray.sampler as ray_sampler
-    monkeypatch.setattr(ray_sampler, "_RAY_USED_BY_PID", os.getpid())
+    import rlframe.samplers.ray.cluster as ray_cluster
+    monkeypatch.setattr(ray_cluster, "_RAY_USED_BY_PID", os.getpid())
     ctx = mp.get_context("fork")
     errors = ctx.Queue()
     child = ctx.Process(target=_initialize_in_fork, args=(errors,))
@@ -177,11 +177,11 @@ def test_own_ray_is_started_and_stopped(pythonpath_with_tests):
 @pytest.mark.slow
 def test_a_sampler_built_while_connected_to_ray_marks_forks_of_this_process(local_ray):
     """A script's own Ray counts as use: its forks then refuse to start Ray."""
-    import rlframe.samplers.ray.sampler as ray_sampler
+    import rlframe.samplers.ray.cluster as ray_cluster
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(ray_sampler, "_RAY_USED_BY_PID", None)
+        mp.setattr(ray_cluster, "_RAY_USED_BY_PID", None)
         RaySampler(EnvCls=gym_make, env_kwargs=ENV, batch_T=4, batch_B=2)
-        assert ray_sampler._RAY_USED_BY_PID == os.getpid()
+        assert ray_cluster._RAY_USED_BY_PID == os.getpid()
 
 
 def collect(SamplerCls, CollectorCls, n_batches=3, **kwargs):

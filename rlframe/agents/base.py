@@ -4,31 +4,44 @@ An agent owns a torch model and turns ``(observation, prev_action,
 prev_reward)`` into actions (``step``, no grad, outputs on CPU) and into
 training outputs (``__call__``, with grad). Samplers call ``step``; algorithms
 call ``__call__``. Recurrent agents keep their RNN state between steps.
+
+The parts every agent shares live beside this module: the RNN state mixins
+(:mod:`.recurrent`), parameter hand-over to samplers through a shared-memory
+model (:mod:`.sharing`), DistributedDataParallel wrapping (:mod:`.ddp`) and the
+checks of a model's outputs (:mod:`.model_checks`). Their names stay importable
+from here (rlpyt's path).
 """
 from __future__ import annotations
 
-import copy
 import functools
-import inspect
-import multiprocessing as mp
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
 
 import numpy as np
 import torch
-from torch.nn.parallel import DistributedDataParallel as DDP
 
+from rlframe.agents.ddp import DDP, StepDDP, unwrap_ddp, wrap_ddp
+from rlframe.agents.model_checks import (check_output_count, check_output_size,
+                                         check_probabilities, check_value_output)
+from rlframe.agents.recurrent import (AgentInputsRnn, AlternatingRecurrentAgentMixin,
+                                      RecurrentAgentMixin, rnn_state_batch_first,
+                                      zeros_like_rnn_state)
+from rlframe.agents.sharing import ParameterSharingMixin
 from rlframe.models.utils import strip_ddp_state_dict
-from rlframe.utils.buffer import buffer_func, buffer_method, buffer_to, torchify_buffer
+from rlframe.utils.buffer import buffer_func, buffer_to, torchify_buffer
 from rlframe.utils.checks import check_keywords, load_checked_state_dict
 from rlframe.utils.collections import namedarraytuple
-from rlframe.utils.distributed import is_gloo_pair, pair_mean_hook
 from rlframe.utils.logging import logger
-from rlframe.utils.synchronize import RWLock
+
+# Names this module held before its parts moved out, kept importable from here.
+from rlframe.agents.ddp import _NO_FORWARD_BUFFER_SYNC  # noqa: F401, E402
+from rlframe.utils.buffer import buffer_method  # noqa: F401, E402
+from rlframe.utils.distributed import is_gloo_pair, pair_mean_hook  # noqa: F401, E402
+from rlframe.utils.synchronize import RWLock  # noqa: F401, E402
 
 if TYPE_CHECKING:
-    import ctypes
-    from multiprocessing.context import BaseContext
     from typing import TypeAlias
+
+    from numpy.typing import ArrayLike
 
     from rlframe.distributions.base import Distribution
     from rlframe.envs.base import EnvSpaces
@@ -38,17 +51,26 @@ if TYPE_CHECKING:
     # Type checkers see every namedarraytuple type as NamedArrayTuple (see
     # rlframe.utils.collections); the classes are built in the else branch.
     AgentInputs: TypeAlias = NamedArrayTuple
-    AgentInputsRnn: TypeAlias = NamedArrayTuple
     AgentStep: TypeAlias = NamedArrayTuple
 else:
     AgentInputs = namedarraytuple("AgentInputs", ["observation", "prev_action", "prev_reward"])
-    AgentInputsRnn = namedarraytuple("AgentInputsRnn",
-                                     ["observation", "prev_action", "prev_reward",
-                                      "init_rnn_state"])
     AgentStep = namedarraytuple("AgentStep", ["action", "agent_info"])
+
+# Names kept importable from here (rlpyt's path), defined in the modules they come from.
+__all__ = [
+    "AgentInputs", "AgentStep", "BaseAgent", "step_without_grad",
+    # rlframe.agents.recurrent
+    "AgentInputsRnn", "RecurrentAgentMixin", "AlternatingRecurrentAgentMixin",
+    "zeros_like_rnn_state", "rnn_state_batch_first",
+    # rlframe.agents.ddp
+    "DDP", "StepDDP", "wrap_ddp", "unwrap_ddp",
+    # rlframe.agents.model_checks
+    "check_output_size", "check_output_count", "check_value_output", "check_probabilities",
+]
 
 _Method = TypeVar("_Method", bound=Callable[..., Any])
 _Agent = TypeVar("_Agent", bound="BaseAgent")
+_Tree = TypeVar("_Tree")  # Tensors, (namedarray)tuples of them, or None.
 _CPU = torch.device("cpu")
 
 
@@ -70,63 +92,7 @@ def step_without_grad(method: _Method) -> _Method:
     return wrapper  # type: ignore[return-value]
 
 
-# DistributedDataParallel's switch for buffer broadcasts before forward passes
-# (renamed in newer torch; buffers are still broadcast once, when wrapping).
-_NO_FORWARD_BUFFER_SYNC = ({"forward_sync_buffers": False}
-                           if "forward_sync_buffers" in inspect.signature(DDP).parameters
-                           else {"broadcast_buffers": False})
-
-
-class StepDDP(DDP):
-    """DistributedDataParallel that calls its module directly when no gradient
-    is recorded (sampling, evaluation, target computations).
-
-    Without gradients DDP has nothing to synchronise (buffers are not
-    broadcast, see :func:`wrap_ddp`), but its forward still costs about 20 us
-    of bookkeeping per call, as much as a small policy's forward pass: at one
-    call per sampler step that slowed every rank's sampling. With gradients
-    on, DDP's forward runs as usual. Inputs must already be on the module's
-    device (agents move them there).
-    """
-
-    def forward(self, *inputs: Any, **kwargs: Any) -> Any:
-        if not torch.is_grad_enabled():
-            return self.module(*inputs, **kwargs)
-        return super().forward(*inputs, **kwargs)
-
-
-def unwrap_ddp(agent: BaseAgent) -> None:
-    """Give the agent back its plain models once the process group is gone."""
-    for name, value in list(vars(agent).items()):
-        if isinstance(value, DDP):
-            setattr(agent, name, value.module)
-    if hasattr(agent, "_ddp"):
-        agent._ddp = False
-    if hasattr(agent, "_target_pairs"):
-        agent._target_pairs = None
-
-
-def wrap_ddp(model: torch.nn.Module, device: torch.device) -> DDP:
-    """``model`` in DistributedDataParallel on ``device`` (CPU: no device ids, gloo).
-
-    Buffers are not broadcast before every forward pass: a collective there would
-    make every sampling step (and rank 0's evaluation alone) a meeting of all ranks;
-    forward passes without gradients skip DDP altogether (:class:`StepDDP`).
-    On a gloo group of two ranks, gradients are averaged by one exchange of
-    messages (:func:`rlframe.utils.distributed.pair_mean_hook`), not gloo's
-    all_reduce.
-    """
-    device_id = device.index if device.type == "cuda" else None
-    # Gradients live in the all-reduce buckets: no copy into and out of them per update.
-    ddp = StepDDP(model, device_ids=None if device_id is None else [device_id],
-                  output_device=device_id, gradient_as_bucket_view=True,
-                  **_NO_FORWARD_BUFFER_SYNC)
-    if device.type == "cpu" and is_gloo_pair():
-        ddp.register_comm_hook(None, pair_mean_hook)  # Two CPU ranks: one message exchange.
-    return ddp
-
-
-class BaseAgent:
+class BaseAgent(ParameterSharingMixin):
     """Holds the model; subclasses add a distribution and ``step``/``__call__``.
 
     Args:
@@ -173,12 +139,7 @@ class BaseAgent:
         self.share_memory = False
         self._mode: str | None = None
         self._ddp = False
-        # Parameter hand-over to asynchronous samplers (see send/recv_shared_memory).
-        self._send_count: ctypes.c_long | None = None
-        self._recv_count = 0
-        self._rw_lock: RWLock | None = None
-        # (dst model, src model, dst tensors, src tensors) of the last hand-over copy.
-        self._copy_plan: tuple | None = None
+        self._init_parameter_sharing()  # Hand-over to samplers (rlframe.agents.sharing).
         self._act_prev_action: torch.Tensor | None = None  # act()'s last actions [B, ...].
 
     @property
@@ -256,7 +217,7 @@ class BaseAgent:
             raise ValueError(f"{' or '.join(given)} does not fit {type(self).__name__}'s "
                              f"models: {text[:600]}{'...' if len(text) > 600 else ''}") from None
 
-    def check_model_outputs(self, outputs: Any, env_spaces: EnvSpaces) -> None:
+    def check_model_outputs(self, outputs: object, env_spaces: EnvSpaces) -> None:
         """Raise a clear error if ``outputs``, the model's for one observation (leading
         dim [1]), do not fit this agent (agents that know their model's outputs
         override this)."""
@@ -304,7 +265,7 @@ class BaseAgent:
         self.model.to(self.device)
         logger.log(f"Initialized agent model on device: {self.device}.")
 
-    def to_model_device(self, tree: Any) -> Any:
+    def to_model_device(self, tree: _Tree) -> _Tree:
         """``tree`` (tensors, nested tuples, None) on the model's device.
 
         Returned as it is when the model is on the CPU, where the samplers' and
@@ -314,12 +275,12 @@ class BaseAgent:
         # Comparing devices costs less than reading device.type (a new str every call).
         return tree if device == _CPU or device.type == "cpu" else buffer_to(tree, device=device)
 
-    def to_cpu(self, tree: Any) -> Any:
+    def to_cpu(self, tree: _Tree) -> _Tree:
         """``tree`` on the CPU, where agents return their outputs (as it is from a CPU model)."""
         device = self.device
         return tree if device == _CPU or device.type == "cpu" else buffer_to(tree, device="cpu")
 
-    def to_device_of(self, tree: Any, inputs: TensorTree) -> Any:
+    def to_device_of(self, tree: _Tree, inputs: TensorTree) -> _Tree:
         """``tree`` where ``inputs`` came from: the CPU for CPU inputs (where agents
         return their outputs), the model's device for inputs already there.
 
@@ -346,16 +307,6 @@ class BaseAgent:
         logger.log(f"Initialized DistributedDataParallel agent model on device {self.device}.")
         return device_id
 
-    def async_cpu(self, share_memory: bool = True) -> None:
-        """In an asynchronous CPU sampler: act with a private copy of the shared model."""
-        if self.device.type != "cpu":
-            return
-        if self.shared_model is None:
-            raise RuntimeError("async_cpu() needs an agent initialized with share_memory=True.")
-        self.model = copy.deepcopy(self.shared_model)
-        if share_memory:
-            self.model.share_memory()
-
     def collector_initialize(self, global_B: int = 1,
                              env_ranks: Sequence[int] | None = None) -> None:
         """Called in each collector with the global env layout (e.g. for vector epsilon)."""
@@ -375,8 +326,8 @@ class BaseAgent:
         """
         raise NotImplementedError(f"{type(self).__name__} defines no value().")
 
-    def act(self, observation: Any, deterministic: bool = True,
-            prev_reward: Any = None) -> np.ndarray:
+    def act(self, observation: ArrayLike, deterministic: bool = True,
+            prev_reward: ArrayLike | None = None) -> np.ndarray:
         """Actions for one observation or a batch, numpy in and out (to use a trained agent).
 
         Acts as in the agent's current mode (:func:`rlframe.utils.loading.load_agent`
@@ -421,7 +372,7 @@ class BaseAgent:
         action = action.numpy()
         return action[0] if single else action
 
-    def _act_observation(self, observation: Any) -> tuple[torch.Tensor, bool]:
+    def _act_observation(self, observation: ArrayLike) -> tuple[torch.Tensor, bool]:
         """``(observation [B, *obs_shape] tensor, whether one was given unbatched)``."""
         if self.env_spaces is None:
             raise RuntimeError(f"{type(self).__name__}.act() needs an initialized agent "
@@ -487,78 +438,6 @@ class BaseAgent:
         self.model.eval()
         self._mode = "eval"
 
-    def sync_shared_memory(self) -> None:
-        """Copy the trained model into the shared-memory model samplers read."""
-        if self.shared_model is not None and self.shared_model is not self.model:
-            # The model's own parameters: subclasses' state_dict() may hold more (targets).
-            self.shared_model.load_state_dict(strip_ddp_state_dict(self.model.state_dict()))
-
-    def make_async_handles(self, ctx: BaseContext | None = None) -> None:
-        """Create the lock and counter of asynchronous parameter hand-over.
-
-        Called by asynchronous samplers before their processes start, with the
-        multiprocessing context those processes use.
-        """
-        ctx = mp.get_context() if ctx is None else ctx
-        self._send_count = ctx.RawValue("l", 0)
-        self._rw_lock = RWLock(ctx=ctx)
-
-    def _copy_model(self, dst: torch.nn.Module, src: torch.nn.Module) -> None:
-        """Copy ``src``'s parameters and buffers into ``dst`` (same architecture; a
-        DistributedDataParallel wrapper on either side is fine).
-
-        The tensor pairs are matched by name once and reused while both models stay
-        the same objects (the plan holds them, so a model built later is never taken
-        for one of them): a hand-over happens after every optimizer call, and
-        ``load_state_dict`` would spend most of its time on bookkeeping.
-        """
-        plan = self._copy_plan
-        if plan is None or plan[0] is not dst or plan[1] is not src:
-            dst_state = strip_ddp_state_dict(dst.state_dict(keep_vars=True))
-            src_state = strip_ddp_state_dict(src.state_dict(keep_vars=True))
-            if dst_state.keys() != src_state.keys():
-                raise RuntimeError(
-                    f"{type(self).__name__}: the shared model's entries "
-                    f"{sorted(set(dst_state) ^ set(src_state))} have no counterpart in the "
-                    "trained model; both must be the same architecture.")
-            names = list(dst_state)
-            plan = (dst, src, [dst_state[n] for n in names],
-                    [src_state[n] for n in names])
-            self._copy_plan = plan
-        with torch.no_grad():
-            for d, s in zip(plan[2], plan[3]):
-                d.copy_(s)
-
-    def __getstate__(self) -> dict:
-        state = dict(self.__dict__)
-        state["_copy_plan"] = None  # Rebuilt on first use: the models are copies there.
-        return state
-
-    def send_shared_memory(self) -> None:
-        """Optimizer side of asynchronous mode: publish new parameters."""
-        if self.shared_model is None or self._send_count is None:
-            return
-        with self._rw_lock.write_lock:
-            if self.shared_model is not self.model:
-                self._copy_model(self.shared_model, self.model)
-            self._send_count.value += 1
-
-    @property
-    def recv_count(self) -> int:
-        """Hand-overs taken by :meth:`recv_shared_memory` in this process: the sender's
-        count at the last take (0 before any), so it changes only with new parameters."""
-        return self._recv_count
-
-    def recv_shared_memory(self) -> None:
-        """Sampler side of asynchronous mode: take parameters if new ones were sent."""
-        if (self.shared_model is None or self.shared_model is self.model
-                or self._send_count is None):
-            return
-        if self._send_count.value > self._recv_count:
-            with self._rw_lock:
-                self._copy_model(self.model, self.shared_model)
-                self._recv_count = self._send_count.value
-
     def toggle_alt(self) -> None:
         """Alternating samplers switch env halves (alternating agents override)."""
 
@@ -571,215 +450,8 @@ class _ModeSampler:
     def __init__(self, distribution: Distribution):
         self._distribution = distribution
 
-    def sample(self, dist_info: Any) -> torch.Tensor:
+    def sample(self, dist_info: NamedArrayTuple) -> torch.Tensor:
         return self._distribution.mode(dist_info)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._distribution, name)
-
-
-class RecurrentAgentMixin:
-    """RNN state bookkeeping for agents whose model takes ``init_rnn_state``.
-
-    The state is ``[N, B, H]`` (or a namedarraytuple of such, e.g. LSTM (h, c));
-    ``None`` means zeros. The sampling state is set aside while training or
-    evaluating and restored on returning to sample mode.
-    """
-
-    recurrent = True
-    step_inference_mode = False  # The RNN state lives on between steps.
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self._prev_rnn_state: TensorTree | None = None
-        self._sample_rnn_state: TensorTree | None = None
-
-    def reset(self) -> None:
-        super().reset()
-        self._prev_rnn_state = None
-
-    def reset_one(self, idx: int) -> None:
-        if self._prev_rnn_state is not None:
-            self._prev_rnn_state[:, idx] = 0
-
-    def advance_rnn_state(self, new_rnn_state: TensorTree) -> None:
-        """Keep the state the model returned for the next step."""
-        self._prev_rnn_state = new_rnn_state
-
-    @property
-    def prev_rnn_state(self) -> TensorTree | None:
-        return self._prev_rnn_state
-
-    def train_mode(self, itr: int) -> None:
-        if self._mode == "sample":
-            self._sample_rnn_state = self._prev_rnn_state
-        self._prev_rnn_state = None
-        super().train_mode(itr)
-
-    def sample_mode(self, itr: int) -> None:
-        if self._mode != "sample":
-            self._prev_rnn_state = self._sample_rnn_state
-        super().sample_mode(itr)
-
-    def eval_mode(self, itr: int) -> None:
-        if self._mode == "sample":
-            self._sample_rnn_state = self._prev_rnn_state
-        self._prev_rnn_state = None
-        super().eval_mode(itr)
-
-
-class AlternatingRecurrentAgentMixin:
-    """Two RNN states, one per half of the envs, for alternating samplers.
-
-    The agent steps one half, then the other; each ``advance_rnn_state`` stores
-    the state of the current half and switches to the other.
-    """
-
-    recurrent = True
-    alternating = True
-    step_inference_mode = False  # The RNN states live on between steps.
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self._prev_rnn_state_pair: list[TensorTree | None] = [None, None]
-        self._sample_rnn_state_pair: list[TensorTree | None] = [None, None]
-        self._alt = 0
-
-    def reset(self) -> None:
-        super().reset()
-        self._prev_rnn_state_pair = [None, None]
-        self._alt = 0
-
-    def reset_one(self, idx: int) -> None:
-        # idx is within the current half.
-        state = self._prev_rnn_state_pair[self._alt]
-        if state is not None:
-            state[:, idx] = 0
-
-    def advance_rnn_state(self, new_rnn_state: TensorTree) -> None:
-        self._prev_rnn_state_pair[self._alt] = new_rnn_state
-        self._alt ^= 1
-
-    @property
-    def prev_rnn_state(self) -> TensorTree | None:
-        return self._prev_rnn_state_pair[self._alt]
-
-    def toggle_alt(self) -> None:
-        self._alt ^= 1
-
-    def train_mode(self, itr: int) -> None:
-        if self._mode == "sample":
-            self._sample_rnn_state_pair = self._prev_rnn_state_pair
-        self._prev_rnn_state_pair = [None, None]
-        self._alt = 0
-        super().train_mode(itr)
-
-    def sample_mode(self, itr: int) -> None:
-        if self._mode != "sample":
-            self._prev_rnn_state_pair = self._sample_rnn_state_pair
-            self._alt = 0
-        super().sample_mode(itr)
-
-    def eval_mode(self, itr: int) -> None:
-        if self._mode == "sample":
-            self._sample_rnn_state_pair = self._prev_rnn_state_pair
-        self._prev_rnn_state_pair = [None, None]
-        self._alt = 0
-        super().eval_mode(itr)
-
-
-def zeros_like_rnn_state(rnn_state: TensorTree) -> TensorTree:
-    """Zeros with the structure and shape of ``rnn_state``."""
-    return buffer_func(rnn_state, torch.zeros_like)
-
-
-def rnn_state_batch_first(rnn_state: TensorTree) -> TensorTree:
-    """[N, B, H] -> [B, N, H] (how agent_info stores prev_rnn_state per env)."""
-    return buffer_method(rnn_state, "transpose", 0, 1)
-
-
-def check_output_size(agent: BaseAgent, output: Any, size: int, what: str,
-                      expected: str) -> None:
-    """Raise unless a model output for one observation is a ``[1, size, ...]`` tensor.
-
-    Args:
-        agent: the agent checking its model.
-        output: the output to check (e.g. the first of the model's outputs).
-        size: entries it needs in its last dim (e.g. the number of actions).
-        what: what those entries are, for the message.
-        expected: the model's whole output contract, for the message.
-    """
-    if not isinstance(output, torch.Tensor) or tuple(output.shape[:2]) != (1, size):
-        got = (f"of shape {tuple(output.shape)}" if isinstance(output, torch.Tensor)
-               else f"as {type(output).__name__}")
-        raise ValueError(
-            f"{type(agent).__name__}: the model {agent.ModelCls.__name__} returned {what} {got} "
-            f"for one observation, but the action space needs {size}: its forward must "
-            f"return {expected}.")
-
-
-def check_output_count(agent: BaseAgent, outputs: Any, count: int, expected: str) -> tuple:
-    """Return ``outputs`` if the model returned a tuple of at least ``count`` values, else raise.
-
-    Args:
-        agent: the agent checking its model.
-        outputs: what the model returned for one observation.
-        count: outputs the agent unpacks (without the RNN state).
-        expected: the model's whole output contract, for the message.
-    """
-    if isinstance(outputs, (tuple, list)) and len(outputs) >= count:
-        return tuple(outputs)
-    got = (f"{len(outputs)} outputs" if isinstance(outputs, (tuple, list))
-           else f"one {type(outputs).__name__}")
-    raise ValueError(f"{type(agent).__name__}: the model {agent.ModelCls.__name__} returned "
-                     f"{got}, but its forward must return {expected}.")
-
-
-def check_value_output(agent: BaseAgent, value: Any, expected: str) -> None:
-    """Raise unless the model's ``value`` for one observation has shape ``[1]``.
-
-    A value of shape ``[1, 1]`` (the value head's trailing dim kept) would
-    broadcast against ``[T, B]`` returns in the loss and train on wrong targets.
-
-    Args:
-        agent: the agent checking its model.
-        value: the model's value output for one observation (leading dim [1]).
-        expected: the model's whole output contract, for the message.
-    """
-    if isinstance(value, torch.Tensor) and tuple(value.shape) == (1,):
-        return
-    got = (f"of shape {tuple(value.shape)}" if isinstance(value, torch.Tensor)
-           else f"as {type(value).__name__}")
-    hint = (" Drop the value head's trailing dim (value.squeeze(-1))."
-            if isinstance(value, torch.Tensor) and tuple(value.shape) == (1, 1) else "")
-    raise ValueError(
-        f"{type(agent).__name__}: the model {agent.ModelCls.__name__} returned value {got} "
-        f"for one observation, but value must have shape (1,) there (value [*lead], no "
-        f"trailing dim): its forward must return {expected}.{hint}")
-
-
-def check_probabilities(agent: BaseAgent, probs: torch.Tensor, name: str,
-                        expected: str) -> None:
-    """Raise unless ``probs`` holds probability vectors along its last dim.
-
-    Entries must be finite and non-negative, and each vector must sum to 1
-    (within 1e-3): a model that returns logits (no softmax) is refused.
-
-    Args:
-        agent: the agent checking its model.
-        probs: the model's probabilities for one observation, ``[1, ..., K]``.
-        name: the output's name, for the message (e.g. ``"pi"``).
-        expected: the model's whole output contract, for the message.
-    """
-    probs = probs.detach().float()
-    sums = probs.sum(-1)
-    if (torch.isfinite(probs).all() and (probs >= 0).all()
-            and torch.allclose(sums, torch.ones_like(sums), atol=1e-3, rtol=0)):
-        return
-    found = (f"min entry {probs.min().item():.4g}, sums over the last dim "
-             f"{[round(s, 4) for s in sums.flatten()[:4].tolist()]}")
-    raise ValueError(
-        f"{type(agent).__name__}: the model {agent.ModelCls.__name__} returned {name} that is "
-        f"not a probability vector for one observation ({found}); its entries must be >= 0 "
-        f"and sum to 1 over the last dim. If the model returns logits, apply "
-        f"torch.softmax(logits, dim=-1): its forward must return {expected}.")

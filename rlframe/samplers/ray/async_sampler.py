@@ -20,96 +20,31 @@ from __future__ import annotations
 import collections
 import copy
 import os
-import signal
 import subprocess
-import threading
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import psutil
 import torch
 
 from rlframe.samplers.async_.base import AsyncSamplerMixin
-from rlframe.samplers.ray.reaper import (isolate_session, kill_session, session_processes,
-                                         start_reaper, stop_reaper)
-from rlframe.samplers.ray.sampler import RaySampler, import_ray
+from rlframe.samplers.ray.cluster import STOP_TIMEOUT_S  # noqa: F401  (kept importable)
+from rlframe.samplers.ray.cluster import import_ray
+from rlframe.samplers.ray.cluster import stop_processes as _stop
+from rlframe.samplers.ray.cluster import stop_ray_on_sigterm as _stop_ray_on_sigterm
+from rlframe.samplers.ray.cluster import with_descendants as _with_descendants
+from rlframe.samplers.ray.reaper import (isolate_session, session_processes, start_reaper,
+                                         stop_reaper)
+from rlframe.samplers.ray.sampler import RaySampler
 from rlframe.utils.checks import positive_int
 from rlframe.utils.launching.pinning import pin_master, set_cpu_affinity
 from rlframe.utils.logging import logger
 from rlframe.utils.seed import set_seed
-
-STOP_TIMEOUT_S = 3.  # A local Ray's process left after ray.shutdown(): SIGTERM, then SIGKILL.
 
 if TYPE_CHECKING:
     from multiprocessing.context import BaseContext
 
     from rlframe.agents.base import BaseAgent
     from rlframe.samplers.collections import Examples, Samples, TrajInfo
-
-
-def _stop_ray_on_sigterm(ray_processes: Callable[[], list[psutil.Process]],
-                         known: Callable[[], list[psutil.Process]],
-                         reaper_pid: int | None) -> None:
-    """On SIGTERM, kill a local Ray's processes, then exit at once.
-
-    The runner's sampler process gets SIGTERM when the main process dies (or stops it
-    by force). The signal may arrive inside a Ray call, where unwinding through
-    Python is not dependable and a later Ray call may wait on the processes just
-    stopped; so the handler calls no Ray API. This process may itself be killed
-    moments later (Ray's processes fate-share with one another), and the raylet's
-    agents outlive a killed raylet. With a watchdog (``reaper_pid``: this process
-    leads a session of its own, see :mod:`~rlframe.samplers.ray.reaper`) every other
-    process of the session is killed with one signal each, and the watchdog, once
-    this process is gone, kills any the raylet started meanwhile. Without one, the
-    processes ``known()`` lists (recorded once the workers were ready) are killed
-    first, before ``ray_processes()`` walks the process tree for any others. Actors
-    on a cluster end with this process, their owner.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        return
-
-    def handler(signum: int, frame: Any) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        try:
-            if reaper_pid is not None:
-                kill_session(os.getpid(), {os.getpid(), reaper_pid})
-                return
-            for process in known():
-                try:
-                    process.kill()  # Checks the pid was not reused.
-                except psutil.Error:
-                    pass
-            _stop(ray_processes())
-        finally:
-            os._exit(128 + signum)
-
-    signal.signal(signal.SIGTERM, handler)
-
-
-def _with_descendants(processes: list[psutil.Process]) -> list[psutil.Process]:
-    """``processes`` still running, and their descendants."""
-    found = []
-    for process in processes:
-        try:
-            found += [process] + process.children(recursive=True)
-        except psutil.Error:  # Gone already.
-            continue
-    return found
-
-
-def _stop(processes: list[psutil.Process], timeout: float = STOP_TIMEOUT_S) -> None:
-    """Terminate ``processes`` still running; kill those left after ``timeout`` seconds."""
-    for process in processes:
-        try:
-            process.terminate()
-        except psutil.Error:
-            pass
-    _, alive = psutil.wait_procs(processes, timeout=timeout)
-    for process in alive:
-        try:
-            process.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(alive, timeout=timeout)
 
 
 class AsyncRaySampler(AsyncSamplerMixin, RaySampler):

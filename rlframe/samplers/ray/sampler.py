@@ -11,18 +11,17 @@ samplers return.
 A worker that fails (its node is lost, its process dies, or its env or agent
 code raises) is replaced by a fresh actor with new envs, and its part of the
 iteration is sampled again, up to ``max_worker_restarts`` times per worker.
+
+The connection to Ray lives in :mod:`~rlframe.samplers.ray.cluster`, the workers'
+placement and restarts in :mod:`~rlframe.samplers.ray.fleet`, and what one worker
+does in :mod:`~rlframe.samplers.ray.worker`; their names stay importable from here.
 """
 from __future__ import annotations
 
-import logging
 import math
-import os
-import re
-import socket
-import sys
-import warnings
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Callable
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import numpy as np
 import torch
@@ -32,87 +31,31 @@ from rlframe.samplers.buffer import build_samples_buffer
 from rlframe.samplers.collections import TrajInfo
 from rlframe.samplers.parallel.base import WorkerError
 from rlframe.samplers.parallel.cpu.collectors import CpuResetCollector
-from rlframe.samplers.ray.worker import RaySamplerWorker
+from rlframe.samplers.ray.cluster import (  # noqa: F401  (kept importable from here)
+    CONNECT_TIMEOUT_S, INSTALL_HINT, check_reachable, connect, error_summary, error_text,
+    import_ray, note_ray_in_use, ray_used_here,
+)
+from rlframe.samplers.ray.fleet import (  # noqa: F401  (kept importable from here)
+    BUNDLE_WAIT_S, PLACEMENT_STRATEGIES, PLACEMENT_TIMEOUT_S, RESTART_SEED_OFFSET,
+    RayWorkerFleet,
+)
+from rlframe.samplers.ray.worker import RaySamplerWorker  # noqa: F401
 from rlframe.samplers.serial.collectors import SerialEvalCollector
 from rlframe.utils.checks import as_int, positive_int
 from rlframe.utils.logging import logger
 
 if TYPE_CHECKING:
+    from ray import ObjectRef
+    from ray.actor import ActorHandle
+
     from rlframe.agents.base import BaseAgent
     from rlframe.envs.base import Env
     from rlframe.samplers.collections import Examples, Samples
 
-PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
-CONNECT_TIMEOUT_S = 10.  # To reach a cluster's address before ray.init is tried.
-PLACEMENT_TIMEOUT_S = 60.  # For the cluster to grant every worker's resources.
-# A restarted worker first waits this long on its placement group bundle (which Ray
-# moves off a lost node only when another node has room), then is placed anywhere.
-BUNDLE_WAIT_S = 20.
-# Restart r (1, 2, ...) of a worker adds r * RESTART_SEED_OFFSET to each of its seeds,
-# so the new envs do not replay the lost ones' episodes.
-RESTART_SEED_OFFSET = 1_000_003
-_RAY_USED_BY_PID: int | None = None  # The process that connected to Ray (forks inherit it).
-INSTALL_HINT = 'RaySampler needs Ray: pip install "rlframe[ray]"'
+_State = TypeVar("_State")  # A state dict, a nested dict of them, or one of its values.
 
 
-def import_ray() -> Any:
-    """Import Ray, or raise ImportError saying how to install it."""
-    try:
-        import ray
-    except ImportError as error:
-        raise ImportError(f"{INSTALL_HINT} ({error}).") from error
-    return ray
-
-
-def note_ray_in_use() -> None:
-    """Record this process as one that uses Ray, if it is connected to one (Ray is not
-    imported here when nothing imported it): processes forked from it cannot start Ray."""
-    global _RAY_USED_BY_PID
-    if _RAY_USED_BY_PID is not None:
-        return  # Known already, or a fork of a process that used Ray: no Ray call here.
-    ray = sys.modules.get("ray")
-    if ray is not None and ray.is_initialized():
-        _RAY_USED_BY_PID = os.getpid()
-
-
-def ray_used_here() -> bool:
-    """Whether this process used Ray (it is connected to one, or a Ray sampler connected
-    it before): a process forked from it cannot start Ray."""
-    note_ray_in_use()
-    return _RAY_USED_BY_PID == os.getpid()
-
-
-def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
-    """Raise ConnectionError unless something listens at ``address`` ("host:port")."""
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"ray_address={address!r} must be None, 'auto' or 'host:port'.")
-    try:
-        with socket.create_connection((host, int(port)), timeout=timeout):
-            pass
-    except OSError as error:
-        raise ConnectionError(
-            f"No Ray cluster reachable at ray_address={address!r} ({error}). Start one with "
-            "`ray start --head` and pass the address it prints, or ray_address=None for "
-            "a local Ray.") from None
-
-
-def error_text(error: BaseException) -> str:
-    """A Ray error's message (a worker's traceback) without terminal colour codes."""
-    return re.sub(r"\x1b\[[0-9;]*m", "", str(error))
-
-
-def error_summary(error: BaseException) -> str:
-    """One line saying what failed: the exception raised in the worker's code, else
-    the first line of the Ray error."""
-    cause = getattr(error, "cause", None)  # Set on RayTaskError: the worker's exception.
-    if isinstance(cause, BaseException):
-        return f"{type(cause).__name__}: {error_text(cause)}".splitlines()[0]
-    lines = [line.strip() for line in error_text(error).splitlines() if line.strip()]
-    return lines[0] if lines else type(error).__name__
-
-
-def _cpu_state(state: Any) -> Any:
+def _cpu_state(state: _State) -> _State:
     """A state dict's tensors on the CPU, detached; nested dicts (an agent's several
     models, e.g. DqnAgent's ``{"model": ..., "target": ...}``) are walked."""
     if isinstance(state, Mapping):
@@ -189,13 +132,8 @@ class RaySampler(BaseSampler):
         self.max_worker_restarts = as_int("max_worker_restarts", max_worker_restarts,
                                           minimum=0)
         self.B_per_worker = self.batch_spec.B // self.n_workers
-        self.workers: list = []
-        self.worker_nodes: list[str] = []  # Ray node id of each worker.
-        self.worker_restarts = 0
-        self._restarts_of = [0] * self.n_workers
+        self._fleet: RayWorkerFleet | None = None  # Built in initialize().
         self._worker_kwargs: dict[str, Any] = {}
-        self._actor_cls: Any = None
-        self._placement_group: Any = None
         self._owns_ray = False
         self._params_version = 0
 
@@ -239,8 +177,6 @@ class RaySampler(BaseSampler):
         self.agent = agent
         self.examples = examples
         threads = int(affinity.get("worker_torch_threads", self.worker_torch_threads))
-        self.worker_restarts = 0
-        self._restarts_of = [0] * self.n_workers
         try:
             self._connect(ray)
             self._start_workers(ray, seed, env_rank_offset, bootstrap_value, threads)
@@ -251,69 +187,31 @@ class RaySampler(BaseSampler):
                    f"{self.B_per_worker} envs each.")
         return examples
 
-    def _connect(self, ray: Any) -> None:
+    def _connect(self, ray: ModuleType) -> None:
         """Start a local Ray (``ray_address=None``) or join the cluster at ``ray_address``."""
-        global _RAY_USED_BY_PID
-        if _RAY_USED_BY_PID not in (None, os.getpid()):
-            # Ray's client state (gRPC threads) does not survive a fork: a process forked
-            # from one that used Ray hangs in ray.init.
-            raise RuntimeError(
-                f"{type(self).__name__}: this process was forked from one (pid "
-                f"{_RAY_USED_BY_PID}) that had used Ray, and Ray cannot start in such a "
-                "process. Start the runner's processes with start_method='forkserver' or "
-                "'spawn', or build the Ray samplers before anything uses Ray.")
-        quiet = dict(include_dashboard=False, log_to_driver=False,
-                     logging_level=logging.WARNING)
-        _RAY_USED_BY_PID = os.getpid()
-        if self.ray_address is None:
-            if ray.is_initialized():
-                return  # The caller's Ray: use it, leave it running.
-            n_cpus = max(1, math.ceil(self.n_workers * self.num_cpus))
-            n_gpus = math.ceil(self.n_workers * self.num_gpus)
-            # "local": a new Ray, never one found through RAY_ADDRESS or the machine's
-            # last started cluster (someone else's, on a shared machine).
-            ray.init(address="local", num_cpus=n_cpus, num_gpus=n_gpus or None, **quiet)
-            self._owns_ray = True
-            return
-        if ray.is_initialized():
-            raise RuntimeError(f"ray_address={self.ray_address!r}: this process is already "
-                               "connected to a Ray; pass ray_address=None to use it.")
-        if self.ray_address != "auto":
-            check_reachable(self.ray_address)
-        try:
-            ray.init(address=self.ray_address, **quiet)
-        except ConnectionError as error:
-            raise ConnectionError(f"Could not join the Ray cluster at ray_address="
-                                  f"{self.ray_address!r}: {error}") from None
+        owns = connect(ray, self.ray_address, self.n_workers * self.num_cpus,
+                       self.n_workers * self.num_gpus, type(self).__name__)
+        self._owns_ray = self._owns_ray or owns
 
-    def _start_workers(self, ray: Any, seed: int, env_rank_offset: int,
+    def _start_workers(self, ray: ModuleType, seed: int, env_rank_offset: int,
                        bootstrap_value: bool, torch_threads: int) -> None:
         """Reserve the workers' resources, start the actors and wait until they are ready."""
-        from ray.util.placement_group import placement_group
-        bundle = {"CPU": self.num_cpus, "GPU": self.num_gpus}
-        bundle = {k: v for k, v in bundle.items() if v > 0}
-        self._placement_group = placement_group([bundle] * self.n_workers,
-                                                strategy=self.placement_strategy)
-        try:
-            ray.get(self._placement_group.ready(), timeout=PLACEMENT_TIMEOUT_S)
-        except ray.exceptions.GetTimeoutError:
-            raise RuntimeError(
-                f"The Ray cluster did not grant {self.n_workers} workers x {bundle} within "
-                f"{PLACEMENT_TIMEOUT_S:.0f} s (placement_strategy="
-                f"{self.placement_strategy!r}); available: {ray.available_resources()}."
-            ) from None
+        self._fleet = RayWorkerFleet(self.n_workers, self.num_cpus, self.num_gpus,
+                                     self.placement_strategy, self.max_worker_restarts,
+                                     self._make_worker)
+        self._fleet.reserve(ray)
         self._worker_kwargs = dict(
             seed=seed, env_rank_offset=env_rank_offset, bootstrap_value=bootstrap_value,
             torch_threads=torch_threads,
             agent_ref=ray.put(self._agent_for_workers()))  # One copy for all, restarts too.
-        self.workers = [self._make_worker(w) for w in range(self.n_workers)]
-        self.worker_nodes = self._get([worker.node_id.remote() for worker in self.workers])
+        self._fleet.start()  # A worker failing here raises WorkerError (not restarted).
 
-    def _make_worker(self, w: int, restart: int = 0, in_placement_group: bool = True) -> Any:
+    def _make_worker(self, w: int, restart: int = 0,
+                     in_placement_group: bool = True) -> ActorHandle:
         """Start the actor of worker ``w`` (it is ready once a call to it answers).
 
-        Used at start-up and by :meth:`_restart_worker`; subclasses that start
-        workers must build them here.
+        Used at start-up and at restarts (:class:`RayWorkerFleet` calls it); subclasses
+        that start workers must build them here.
 
         Args:
             w: worker index; the actor steps columns ``w * B_per_worker`` to
@@ -327,21 +225,12 @@ class RaySampler(BaseSampler):
         Returns:
             the actor handle.
         """
-        import ray
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
         kw = self._worker_kwargs
         eval_n_envs_per, eval_max_T, eval_max_trajs = self._eval_split()
         seed = kw["seed"] + restart * RESTART_SEED_OFFSET
         start = w * self.B_per_worker
         env_start = kw["env_rank_offset"] + start
-        strategy = PlacementGroupSchedulingStrategy(
-            placement_group=self._placement_group, placement_group_bundle_index=w) \
-            if in_placement_group else "DEFAULT"
-        if self._actor_cls is None:  # Ray registers each remote class: make it once.
-            self._actor_cls = ray.remote(RaySamplerWorker)
-        return self._actor_cls.options(
-            num_cpus=self.num_cpus, num_gpus=self.num_gpus, scheduling_strategy=strategy,
-            max_restarts=0).remote(
+        return self._fleet.start_actor(w, in_placement_group, dict(
             rank=w, agent=kw["agent_ref"], EnvCls=self.EnvCls, env_kwargs=self.env_kwargs,
             env_backend=self.env_backend, n_envs=self.B_per_worker,
             batch_T=self.batch_spec.T, examples=self.examples,
@@ -353,83 +242,37 @@ class RaySampler(BaseSampler):
             eval_n_envs=eval_n_envs_per, eval_env_kwargs=self.eval_env_kwargs,
             eval_CollectorCls=self.eval_CollectorCls, eval_max_T=eval_max_T,
             eval_max_trajectories=eval_max_trajs, eval_env_seed=seed + w * eval_n_envs_per,
-            torch_threads=kw["torch_threads"])
+            torch_threads=kw["torch_threads"]))
 
     def _restart_worker(self, w: int, error: BaseException) -> None:
-        """Replace failed worker ``w`` by a fresh, ready actor, or stop past the limit.
-
-        Kills the old actor (if it still lives), starts a new one for the same
-        columns with new envs (see :meth:`_make_worker`) and waits until it is
-        ready: first in the worker's placement group bundle (for up to
-        ``BUNDLE_WAIT_S``; Ray moves a lost node's bundle when another node has
-        room), then anywhere the cluster has the resources. Logs a warning and
-        counts the restart in ``worker_restarts``. The caller repeats the failed
-        worker's call. A new actor that fails while starting uses another restart.
-
-        Args:
-            w: the failed worker's index.
-            error: what its call raised (a Ray error).
+        """Replace failed worker ``w`` (see :meth:`RayWorkerFleet.restart`); the caller
+        repeats the failed worker's call.
 
         Raises:
-            WorkerError: worker ``w`` already used ``max_worker_restarts``
-                restarts; the sampler is shut down first. The message holds
-                the worker's traceback.
+            WorkerError: worker ``w`` already used ``max_worker_restarts`` restarts;
+                the sampler is shut down first. The message holds the worker's traceback.
         """
-        import ray
-        while True:
-            node = self.worker_nodes[w] if w < len(self.worker_nodes) else "unknown"
-            if self._restarts_of[w] >= self.max_worker_restarts:
-                self.shutdown()
-                raise WorkerError(
-                    f"Ray sampler worker {w} (node {node}) failed after "
-                    f"{self._restarts_of[w]} restarts (max_worker_restarts="
-                    f"{self.max_worker_restarts}):\n{error_text(error)}") from None
-            self._restarts_of[w] += 1
-            self.worker_restarts += 1
-            message = (f"Ray sampler worker {w} on node {node} failed ({error_summary(error)}); "
-                       f"restarting it with new envs (restart {self._restarts_of[w]} of "
-                       f"max_worker_restarts={self.max_worker_restarts}).")
-            logger.log(f"WARNING: {message}")
-            warnings.warn(message, RuntimeWarning, stacklevel=2)
-            try:
-                ray.kill(self.workers[w])
-            except Exception:  # noqa: BLE001 - an actor lost with its node cannot be killed.
-                pass
-            try:
-                self.workers[w], self.worker_nodes[w] = self._start_replacement(w)
-                return
-            except ray.exceptions.RayError as start_error:
-                error = start_error
+        try:
+            self._fleet.restart(w, error)
+        except WorkerError:
+            self.shutdown()
+            raise
 
-    def _start_replacement(self, w: int) -> tuple[Any, str]:
-        """Start worker ``w``'s next actor and wait until it is ready; returns
-        ``(actor, node id)``. Raises the actor's error if its start fails."""
-        import ray
-        restart = self._restarts_of[w]
-        actor = self._make_worker(w, restart)
-        deadline = BUNDLE_WAIT_S
-        for in_group in (True, False):
-            if not in_group:
-                ray.kill(actor)
-                logger.log(f"Worker {w}'s placement group bundle was not granted within "
-                           f"{BUNDLE_WAIT_S:.0f} s; placing it anywhere with the resources.")
-                actor = self._make_worker(w, restart, in_placement_group=False)
-                deadline = PLACEMENT_TIMEOUT_S
-            try:
-                return actor, ray.get(actor.node_id.remote(), timeout=deadline)
-            except ray.exceptions.GetTimeoutError:
-                continue
-            except BaseException:  # Its start failed, or Ctrl-C: it is not in self.workers.
-                try:
-                    ray.kill(actor)
-                except Exception:  # noqa: BLE001 - already gone.
-                    pass
-                raise
-        ray.kill(actor)
-        raise ray.exceptions.RayError(
-            f"no node had the resources of worker {w} ({self.num_cpus} CPUs, "
-            f"{self.num_gpus} GPUs) within {PLACEMENT_TIMEOUT_S:.0f} s; available: "
-            f"{ray.available_resources()}.")
+    # Worker fleet state, read where the sampler's users read it.
+    @property
+    def workers(self) -> list[ActorHandle]:
+        """The actors, worker ``w`` at index ``w`` (empty before initialize and after shutdown)."""
+        return [] if self._fleet is None else self._fleet.workers
+
+    @property
+    def worker_nodes(self) -> list[str]:
+        """The Ray node id of each worker (updated at restarts)."""
+        return [] if self._fleet is None else self._fleet.worker_nodes
+
+    @property
+    def worker_restarts(self) -> int:
+        """Restarts so far, all workers together."""
+        return 0 if self._fleet is None else self._fleet.worker_restarts
 
     def _agent_for_workers(self) -> BaseAgent:
         """The agent every worker gets a copy of (pickled once into the object store)."""
@@ -450,7 +293,7 @@ class RaySampler(BaseSampler):
 
     # ---- sampling ----------------------------------------------------------------------
 
-    def _publish_params(self) -> tuple[int, list[Any]]:
+    def _publish_params(self) -> tuple[int, list[ObjectRef]]:
         """Put the agent's current parameters in the object store once, for every worker;
         returns ``(version, [ObjectRef])``."""
         import ray
@@ -458,36 +301,18 @@ class RaySampler(BaseSampler):
         self._params_version += 1
         return self._params_version, [ray.put(state)]
 
-    def _get(self, futures: list[Any]) -> list[Any]:
-        """``ray.get`` the workers' answers; a worker's failure stops every worker and
-        raises WorkerError with its traceback."""
-        import ray
-        try:
-            return ray.get(futures)
-        except ray.exceptions.RayError as error:
-            self.shutdown()
-            raise WorkerError(f"Ray sampler worker failed:\n{error}") from None
-
     def _call_workers(self, method: str, itr: int) -> list[Any]:
         """Call ``method(itr, version, params_ref)`` on every worker with the agent's
         current parameters; returns the answers in worker order. A worker that fails
-        is restarted (:meth:`_restart_worker`) and called again; the answers of the
-        others are kept."""
-        import ray
+        is restarted and called again (a new actor loads the parameters at that call:
+        it has version 0); past ``max_worker_restarts`` the sampler shuts down and
+        WorkerError is raised."""
         version, params_ref = self._publish_params()
-        pending = {getattr(worker, method).remote(itr, version, params_ref): w
-                   for w, worker in enumerate(self.workers)}
-        results: list[Any] = [None] * self.n_workers
-        while pending:
-            done, _ = ray.wait(list(pending), num_returns=1)
-            w = pending.pop(done[0])
-            try:
-                results[w] = ray.get(done[0])
-            except ray.exceptions.RayError as error:
-                self._restart_worker(w, error)
-                # The new actor loads the parameters at this call (it has version 0).
-                pending[getattr(self.workers[w], method).remote(itr, version, params_ref)] = w
-        return results
+        try:
+            return self._fleet.call(method, itr, version, params_ref)
+        except WorkerError:
+            self.shutdown()
+            raise
 
     def obtain_samples(self, itr: int) -> tuple[Samples, list[TrajInfo]]:
         """Run one batch in the workers; returns ``(samples [T, B] torch, completed
@@ -511,21 +336,14 @@ class RaySampler(BaseSampler):
     def shutdown(self) -> None:
         """Kill the workers, free their resources and stop the local Ray this sampler
         started (also after errors; safe to call twice)."""
-        if not (self.workers or self._placement_group is not None or self._owns_ray):
+        if not (self.workers or (self._fleet is not None and self._fleet.placement_group
+                                 is not None) or self._owns_ray):
             return
-        import ray
-        if ray.is_initialized():
-            for worker in self.workers:
-                try:
-                    ray.kill(worker)
-                except Exception:  # noqa: BLE001 - lost with its node; nothing to stop.
-                    pass
-            if self._placement_group is not None:
-                from ray.util.placement_group import remove_placement_group
-                remove_placement_group(self._placement_group)
-        self.workers, self._placement_group = [], None
+        if self._fleet is not None:
+            self._fleet.shutdown()
         self._worker_kwargs = {}  # Frees the agent's copy in the object store.
         if self._owns_ray:
+            import ray
             ray.shutdown()
             self._owns_ray = False
         logger.log(f"{type(self).__name__} shut down.")
