@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from conftest import REPO, read_csv, run_dirs, start_script
-from rlframe.utils.launching import exp_launcher
+from rlframe.utils.launching import exp_launcher, run_process
 from rlframe.utils.launching.affinity import (
     affinity_from_code, encode_affinity, prepend_run_slot,
 )
@@ -270,7 +270,7 @@ def test_pinning_without_taskset(launch_env, monkeypatch):
 def test_no_cpu_affinity_warns_once_and_does_not_pin(monkeypatch):
     monkeypatch.setattr(exp_launcher.shutil, "which", lambda name: None)
     monkeypatch.delattr(exp_launcher.os, "sched_setaffinity", raising=False)
-    monkeypatch.setattr(exp_launcher, "_warned_no_pinning", False)
+    monkeypatch.setattr(run_process, "_warned_no_pinning", False)
     with pytest.warns(UserWarning, match="not supported"):
         assert exp_launcher._pinning([0]) == ([], None)
     assert exp_launcher._pinning(None) == ([], None)

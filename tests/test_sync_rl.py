@@ -487,16 +487,19 @@ def test_cpu_sampler_ranks_use_global_env_ranks(in_tmp_cwd):
 def test_a_ranks_report_is_kept_for_every_look_at_the_failure():
     """Rank 0's watchdog thread and its main thread both look for the failure; the
     one that takes a rank's report from the queue must not hide it from the other."""
+    import multiprocessing as mp
     import queue
+
+    from rlframe.utils.processes import ChildReport, ChildSupervisor
 
     class Dead:
         exitcode, pid = 1, 12345
 
     runner = SyncRl.__new__(SyncRl)
-    runner.workers = [Dead()]
-    runner._error_queue = queue.Queue()
-    runner._error_reports = {}
-    runner._error_queue.put((1, "Traceback ...\nValueError: env exploded", False))
+    runner._supervisor = ChildSupervisor(mp.get_context(), error_queue=queue.Queue())
+    runner._supervisor.children["rank 1"] = Dead()
+    runner._supervisor.error_queue.put(
+        ChildReport("rank 1", 12345, "Traceback ...\nValueError: env exploded", False))
     first = runner._find_failure()  # The watchdog drains the queue.
     second = runner._find_failure()  # Shutdown, in the main thread, looks again.
     assert first == second == "rank 1 failed:\nTraceback ...\nValueError: env exploded"

@@ -6,12 +6,23 @@ import datetime
 import hashlib
 import os
 import threading
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping, Protocol, TypeVar
 
 import torch
 import torch.distributed as dist
 
 from rlframe.utils.collections import iter_leaves
+
+T = TypeVar("T")
+
+
+class Stateful(Protocol):
+    """Anything with a torch-style state dict (an agent, a module, an optimizer)."""
+
+    def state_dict(self) -> dict: ...  # noqa: D102
+
+    def load_state_dict(self, state_dict: dict) -> object: ...  # noqa: D102
+
 
 # Environment variables that torchrun (torch.distributed.run) sets in every process.
 TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
@@ -120,15 +131,15 @@ def init_process_group_watched(backend: str, rank: int, world_size: int, init_me
     return result["group"]
 
 
-def broadcast_object(obj: Any, src: int = 0, group: dist.ProcessGroup | None = None) -> Any:
+def broadcast_object(obj: T, src: int = 0, group: dist.ProcessGroup | None = None) -> T:
     """``obj`` of rank ``src``, on every rank (picklable objects)."""
     holder = [obj]
     dist.broadcast_object_list(holder, src=src, group=group)
     return holder[0]
 
 
-def gather_objects(obj: Any, dst: int = 0,
-                   group: dist.ProcessGroup | None = None) -> list[Any] | None:
+def gather_objects(obj: T, dst: int = 0,
+                   group: dist.ProcessGroup | None = None) -> list[T] | None:
     """Every rank's ``obj``, in rank order, on rank ``dst`` (None on the others)."""
     world_size = dist.get_world_size(group)
     gathered: list[Any] | None = [None] * world_size if dist.get_rank() == dst else None
@@ -218,7 +229,7 @@ def broadcast_tensors(tensors: Iterable[torch.Tensor], src: int = 0,
             t.detach().copy_(staged)
 
 
-def broadcast_state(obj: Any, src: int = 0, group: dist.ProcessGroup | None = None) -> None:
+def broadcast_state(obj: Stateful, src: int = 0, group: dist.ProcessGroup | None = None) -> None:
     """Give ``obj`` (anything with ``state_dict``/``load_state_dict``, e.g. an agent)
     rank ``src``'s state on every rank: every tensor of its state dict, target
     networks and buffers included."""
@@ -228,7 +239,7 @@ def broadcast_state(obj: Any, src: int = 0, group: dist.ProcessGroup | None = No
     obj.load_state_dict(state)
 
 
-def state_digest(state: Any) -> str:
+def state_digest(state: Mapping[str, object]) -> str:
     """SHA-1 of every tensor in a (nested) state dict, with its path: equal digests on
     two ranks mean bit-identical parameters."""
     digest = hashlib.sha1()

@@ -1,16 +1,17 @@
-"""Inter-process synchronisation helpers: a readers-writer lock, queue draining, ports."""
+"""Inter-process synchronisation helpers: a readers-writer lock, queue draining, ports,
+start methods."""
 from __future__ import annotations
 
-import ctypes
 import multiprocessing as mp
 import operator
 import os
 import queue
-import signal
 import socket
-import sys
 import time
 from typing import TYPE_CHECKING, Any
+
+# Kept importable here; they live with the rest of child-process supervision.
+from rlframe.utils.processes import die_with_parent, load_libc  # noqa: F401
 
 if TYPE_CHECKING:
     import multiprocessing.queues
@@ -241,34 +242,3 @@ def cuda_fork_problem(child_cuda_idxs: list[int | None]) -> str | None:
         return None
     return (f"this process (pid {os.getpid()}) has initialized CUDA, and a child that uses "
             "a GPU cannot initialize it again in a forked process")
-
-
-_PR_SET_PDEATHSIG = 1  # prctl option: the signal a process gets when its parent exits.
-_libc: Any = None
-
-
-def load_libc() -> Any:
-    """The C library on Linux (loaded once, cached), else None. Load it before forking
-    when a child will call :func:`die_with_parent` between fork and exec."""
-    global _libc
-    if _libc is None and sys.platform.startswith("linux"):
-        try:
-            _libc = ctypes.CDLL(None, use_errno=True)
-        except OSError:
-            _libc = False
-    return _libc or None
-
-
-def die_with_parent(parent_pid: int | None = None) -> None:
-    """Ask Linux to send SIGTERM to this process when its parent exits (elsewhere a no-op).
-
-    Args:
-        parent_pid: the parent expected; if this process was already handed to another
-            parent (the expected one died before the request), exit at once.
-    """
-    libc = load_libc()
-    if libc is None:
-        return
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    if parent_pid is not None and os.getppid() != parent_pid:
-        os._exit(1)

@@ -2,41 +2,29 @@
 the memory copiers, with how a child waits, watches the master and reports its error."""
 from __future__ import annotations
 
-import os
-import signal
 import time
-import traceback
 from typing import TYPE_CHECKING, Any, Callable
-
-import psutil
 
 from rlframe.runners.async_rl.control import POLL_S
 from rlframe.runners.async_rl.schedule import SAMPLER_WAIT, _poll_until
 from rlframe.utils.logging import logger
-from rlframe.utils.synchronize import die_with_parent
+from rlframe.utils.processes import QueueLike, master_alive, report_error, start_child
 
 if TYPE_CHECKING:
     from rlframe.replays.base import BaseReplayBuffer
     from rlframe.runners.async_rl.control import AsyncControl, CopierControl
+    from rlframe.samplers.base import AsyncSampler
     from rlframe.samplers.collections import Samples
 
 
-def _start_child() -> None:
-    """Ctrl-C reaches the whole process group: children leave it to the master, which
-    stops them. On Linux a child also ends with the master."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    die_with_parent()
+# Ctrl-C reaches the whole process group: children leave it to the master, which
+# stops them. On Linux a child also ends with the master.
+_start_child = start_child
 
 
 def _master_gone(parent_pid: int | None) -> bool:
-    """Whether the master, pid ``parent_pid`` (None: not watched), has ended. Its pid is
-    checked itself: under forkserver a child's parent is the fork server."""
-    if parent_pid is None or os.getppid() == parent_pid:
-        return False
-    try:
-        return psutil.Process(parent_pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
+    """Whether the master, pid ``parent_pid`` (None: not watched), has ended."""
+    return not master_alive(parent_pid)
 
 
 def _wait(semaphore: Any, quit_flag: Any, parent_pid: int | None) -> bool:
@@ -58,17 +46,13 @@ def _wait_for_optimizer(itr: int, ctrl: AsyncControl, parent_pid: int | None) ->
     return ready
 
 
-def _report_error(error_queue: Any, name: str, broke: bool = False) -> None:
-    """Send ``(name, traceback, broke)`` to the master; ``broke``: the error only says
-    that the optimizer ranks' process group broke (some other process failed)."""
-    if error_queue is not None:
-        error_queue.put((name, traceback.format_exc(), broke))
-        error_queue.close()
-        error_queue.join_thread()
+# A child's error report: one format for every child (see rlframe.utils.processes).
+_report_error = report_error
 
 
-def _sampler_loop(sampler: Any, affinity: dict, ctrl: AsyncControl, traj_infos_queue: Any,
-                  n_itr: int, eval_itrs: int | None, error_queue: Any,
+def _sampler_loop(sampler: AsyncSampler, affinity: dict | list[dict], ctrl: AsyncControl,
+                  traj_infos_queue: QueueLike, n_itr: int, eval_itrs: int | None,
+                  error_queue: QueueLike | None,
                   parent_pid: int | None, start_itr: int = 0) -> None:
     _start_child()
     failed = False
@@ -115,8 +99,9 @@ def _sampler_loop(sampler: Any, affinity: dict, ctrl: AsyncControl, traj_infos_q
         raise SystemExit(1)
 
 
-def run_async_sampler(sampler: Any, affinity: dict, ctrl: AsyncControl, traj_infos_queue: Any,
-                      n_itr: int, error_queue: Any = None, parent_pid: int | None = None,
+def run_async_sampler(sampler: AsyncSampler, affinity: dict | list[dict], ctrl: AsyncControl,
+                      traj_infos_queue: QueueLike, n_itr: int,
+                      error_queue: QueueLike | None = None, parent_pid: int | None = None,
                       start_itr: int = 0) -> None:
     """Entry point of the sampler process (importable, for every start method).
 
@@ -130,7 +115,8 @@ def run_async_sampler(sampler: Any, affinity: dict, ctrl: AsyncControl, traj_inf
         ctrl: from :func:`build_ctrl`.
         traj_infos_queue: where completed TrajInfos go.
         n_itr: sampler iterations.
-        error_queue: where ``("sampler", traceback)`` goes if this process fails.
+        error_queue: where a ``ChildReport`` named ``"sampler"`` goes if this process
+            fails.
         parent_pid: the master's pid (the process stops waiting once it is gone).
         start_itr: the first iteration (a resumed run's).
     """
@@ -138,8 +124,9 @@ def run_async_sampler(sampler: Any, affinity: dict, ctrl: AsyncControl, traj_inf
                   parent_pid, start_itr)
 
 
-def run_async_sampler_eval(sampler: Any, affinity: dict, ctrl: AsyncControl, traj_infos_queue: Any,
-                           n_itr: int, eval_itrs: int, error_queue: Any = None,
+def run_async_sampler_eval(sampler: AsyncSampler, affinity: dict | list[dict],
+                           ctrl: AsyncControl, traj_infos_queue: QueueLike, n_itr: int,
+                           eval_itrs: int, error_queue: QueueLike | None = None,
                            parent_pid: int | None = None, start_itr: int = 0) -> None:
     """Entry point of the sampler process of :class:`AsyncRlEval`.
 
@@ -156,7 +143,7 @@ def run_async_sampler_eval(sampler: Any, affinity: dict, ctrl: AsyncControl, tra
 
 def memory_copier(sample_buffer: Samples, samples_to_buffer: Callable[[Samples], Any],
                   replay_buffer: BaseReplayBuffer, ctrl: CopierControl, name: str = "memory copier",
-                  error_queue: Any = None, parent_pid: int | None = None) -> None:
+                  error_queue: QueueLike | None = None, parent_pid: int | None = None) -> None:
     """Entry point of a memory copier: appends one half of the double buffer to the replay.
 
     Args:
@@ -166,7 +153,7 @@ def memory_copier(sample_buffer: Samples, samples_to_buffer: Callable[[Samples],
         replay_buffer: the shared replay buffer.
         ctrl: its half's :class:`CopierControl` (``AsyncControl.copier(i)``).
         name: how errors name this process.
-        error_queue: where ``(name, traceback)`` goes if this process fails.
+        error_queue: where a ``ChildReport`` named ``name`` goes if this process fails.
         parent_pid: the master's pid.
     """
     _start_child()

@@ -5,8 +5,7 @@ from __future__ import annotations
 import math
 import multiprocessing as mp
 import os
-import threading
-from typing import Any
+from multiprocessing.process import BaseProcess
 
 import psutil
 import torch
@@ -24,6 +23,7 @@ from rlframe.samplers.ray.sampler import RaySampler, ray_used_here
 from rlframe.utils.distributed import init_process_group_watched
 from rlframe.utils.launching.pinning import set_cpu_affinity, set_torch_threads
 from rlframe.utils.logging import logger
+from rlframe.utils.processes import ChildSupervisor
 from rlframe.utils.seed import make_seed, set_seed
 from rlframe.utils.synchronize import cuda_fork_problem, find_port, start_method_without_fork
 
@@ -39,7 +39,7 @@ class AsyncRlLaunch(MinibatchRlBase):
         self._stop_reason = None
         self._callbacks_started = False
         self._failure = None
-        self._error_reports, self._stopped_children = [], set()
+        self._supervisor: ChildSupervisor | None = None  # An earlier run's reports go.
         self.rank_digests, self.rank_optimize_calls = [], []
         self.last_completed_itr: int | None = None
         if not logger.writes_files():
@@ -116,7 +116,8 @@ class AsyncRlLaunch(MinibatchRlBase):
         (several optimizer dicts) and the watchdog of them all."""
         ctx = self.ctx
         self.traj_infos_queue = ctx.Queue()
-        self.error_queue = ctx.Queue()
+        supervisor = self._supervisor = self._new_supervisor(ctx)
+        self.error_queue = supervisor.error_queue
         self.ctrl = ctrl = build_ctrl(self.world_size, ctx)
         self._set_sample_limit(self.throttle_itr)
         common = dict(error_queue=self.error_queue, parent_pid=os.getpid())
@@ -129,40 +130,38 @@ class AsyncRlLaunch(MinibatchRlBase):
             ctrl.sampler_itr.value = self._start_sampler_itr - 1
         target = run_async_sampler_eval if self._eval else run_async_sampler
         # Not a daemon: an AsyncCpuSampler starts worker processes of its own.
-        self.processes = {"sampler": ctx.Process(target=target, kwargs=sampler_kwargs,
-                                                 name="AsyncRl-sampler", daemon=False)}
+        supervisor.add("sampler", target, kwargs=sampler_kwargs, process_name="AsyncRl-sampler",
+                       daemon=False)
         for i in range(N_DOUBLE_BUFFER):
             name = f"memory copier {i}"
-            self.processes[name] = ctx.Process(
-                target=memory_copier, name=f"AsyncRl-copier{i}", daemon=True,
-                args=(self.sampler.double_buffer[i], self.algo.samples_to_buffer,
-                      self.replay_buffer, ctrl.copier(i)), kwargs=dict(name=name, **common))
-        opt_processes = self._optimizer_rank_processes(n_itr, common)
-        self.processes.update(opt_processes)
+            supervisor.add(name, memory_copier, process_name=f"AsyncRl-copier{i}",
+                           args=(self.sampler.double_buffer[i], self.algo.samples_to_buffer,
+                                 self.replay_buffer, ctrl.copier(i)),
+                           kwargs=dict(name=name, **common))
+        opt_names = self._add_optimizer_ranks(n_itr, common)
+        self.processes = supervisor.children
         self._training = True
-        for process in self.processes.values():
-            process.start()
+        supervisor.start()
         logger.log("Started the sampler and memory copier processes (pids "
-                   f"{[p.pid for name, p in self.processes.items() if name not in opt_processes]}"
+                   f"{[p.pid for name, p in self.processes.items() if name not in opt_names]}"
                    ").")
-        if opt_processes:
+        if opt_names:
             logger.log(f"Started optimizer ranks 1..{self.world_size - 1} (pids "
-                       f"{[p.pid for p in opt_processes.values()]}); process group at "
-                       f"{self._init_method}.")
-        self._monitor = threading.Thread(target=self._watch_children, daemon=True,
-                                         name="AsyncRl-monitor")
-        self._monitor.start()
+                       f"{[self.processes[name].pid for name in opt_names]}); process group "
+                       f"at {self._init_method}.")
+        self._start_watchdog()
 
-    def _optimizer_rank_processes(self, n_itr: int, common: dict) -> dict[str, Any]:
-        """The (unstarted) processes of optimizer ranks 1.., keyed by name."""
+    def _add_optimizer_ranks(self, n_itr: int, common: dict) -> list[str]:
+        """Add the (unstarted) processes of optimizer ranks 1.. to the supervisor;
+        returns their names."""
         if self.world_size == 1:
-            return {}
+            return []
         opt_affinities = self.affinity["optimizer"]
         first_cpu = opt_affinities[0]["cpus"]
         first_cpu = first_cpu if isinstance(first_cpu, int) else first_cpu[0]
         port = find_port(offset=first_cpu % 100)
         self._init_method = f"tcp://127.0.0.1:{port}"
-        processes = {}
+        names = []
         for rank in range(1, self.world_size):
             pin = (self.affinity.get("set_affinity", True)
                    and opt_affinities[rank].get("set_affinity", True))
@@ -171,9 +170,9 @@ class AsyncRlLaunch(MinibatchRlBase):
                                     seed=self.seed + 100, ctrl=self.ctrl, port=port,
                                     pg_timeout=self.pg_timeout, **common)
             worker.resume_snapshot = logger.get_resume_snapshot()
-            processes[worker.name] = self.ctx.Process(target=worker.optimize, daemon=True,
-                                                      name=f"AsyncRl-opt{rank}")
-        return processes
+            self._supervisor.add(worker.name, worker.optimize, process_name=f"AsyncRl-opt{rank}")
+            names.append(worker.name)
+        return names
 
     def optim_startup(self) -> tuple[int, float]:
         """Pin this process to the optimizer's CPUs, join the other optimizer ranks (if
@@ -198,7 +197,7 @@ class AsyncRlLaunch(MinibatchRlBase):
         self.initialize_logging()
         return self.throttle_itr, self.delta_throttle_itr
 
-    def _join_optimizer_ranks(self, cuda_idx: int | None) -> Any:
+    def _join_optimizer_ranks(self, cuda_idx: int | None) -> dist.ProcessGroup | None:
         """Join the optimizer ranks' process group as rank 0; returns the gloo group for
         objects (None: the default group is gloo). Joins in a thread, so that a child
         failing meanwhile stops the run instead of leaving this process waiting for
@@ -230,7 +229,7 @@ class AsyncRlLaunch(MinibatchRlBase):
         if self.ctrl.opt_throttle is not None:
             self.ctrl.opt_throttle.wait(0, check=self._raise_if_failed)
 
-    def _optimizer_ranks(self) -> list[tuple[str, Any]]:
+    def _optimizer_ranks(self) -> list[tuple[str, BaseProcess]]:
         """``(name, process)`` of optimizer ranks 1.."""
         return [(name, p) for name, p in self.processes.items()
                 if name.startswith("optimizer rank")]

@@ -5,26 +5,29 @@ from __future__ import annotations
 import gc
 import signal
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
 
 from rlframe.agents.base import unwrap_ddp
 from rlframe.runners import resume
-from rlframe.runners.async_rl.children import _master_gone, _report_error, _start_child
+from rlframe.runners.async_rl.children import _start_child
 from rlframe.utils.distributed import (broadcast_state, gather_objects, init_process_group,
                                        is_collective_error, state_digest)
 from rlframe.utils.launching.pinning import check_cuda_device, set_cpu_affinity, set_torch_threads
 from rlframe.utils.logging import logger
+from rlframe.utils.processes import QueueLike, master_alive, report_error
 from rlframe.utils.seed import set_seed
 
 if TYPE_CHECKING:
+    from rlframe.agents.base import BaseAgent
+    from rlframe.algos.base import RlAlgorithm
     from rlframe.runners.async_rl.control import AsyncControl
 
 
-def prepare_optimizer_rank(algo: Any, agent: Any, rank: int, world_size: int,
-                           cuda_idx: int | None, group: Any = None) -> None:
+def prepare_optimizer_rank(algo: RlAlgorithm, agent: BaseAgent, rank: int, world_size: int,
+                           cuda_idx: int | None, group: dist.ProcessGroup | None = None) -> None:
     """Give an optimizer rank its trained copy of the agent and build its optimizer.
 
     The agent trains a private copy of its shared model (on GPU ``cuda_idx``, or
@@ -76,8 +79,9 @@ class AsyncOptWorker:
     all ranks meet at ``ctrl.opt_throttle``; the worker stops when it passes the
     barrier with ``ctrl.quit_opt`` set (then it sends rank 0 a digest of its
     parameters and its number of calls) or when the barrier is broken (the run
-    is stopping). An error of its own goes to ``error_queue`` as
-    ``("optimizer rank <rank>", traceback, broke)`` before it exits with code 1.
+    is stopping). An error of its own goes to ``error_queue`` as a
+    :class:`~rlframe.utils.processes.ChildReport` named ``"optimizer rank <rank>"``
+    before it exits with code 1.
 
     Args:
         rank: this optimizer rank, ``1 .. world_size - 1``.
@@ -98,9 +102,9 @@ class AsyncOptWorker:
         parent_pid: the master's pid (the worker stops once it is gone).
     """
 
-    def __init__(self, rank: int, world_size: int, algo: Any, agent: Any, n_itr: int,
+    def __init__(self, rank: int, world_size: int, algo: RlAlgorithm, agent: BaseAgent, n_itr: int,
                  affinity: dict, seed: int, ctrl: AsyncControl, port: int,
-                 pg_timeout: float = 1800., error_queue: Any = None,
+                 pg_timeout: float = 1800., error_queue: QueueLike | None = None,
                  parent_pid: int | None = None):
         if not 1 <= rank < world_size:
             raise ValueError(f"rank must be in [1, world_size={world_size}) for an optimizer "
@@ -119,7 +123,7 @@ class AsyncOptWorker:
         self.parent_pid = parent_pid
         self.name = f"optimizer rank {rank}"
         self.optimize_calls = 0
-        self.group: Any = None
+        self.group: dist.ProcessGroup | None = None
         self.resume_snapshot: str | None = None  # A resumed run's snapshot (set by the master).
 
     def optimize(self) -> None:
@@ -142,7 +146,7 @@ class AsyncOptWorker:
             stopping = self.ctrl.quit_opt.value or isinstance(error, threading.BrokenBarrierError)
             if not stopping:
                 failed = True
-                _report_error(self.error_queue, self.name, broke=is_collective_error(error))
+                report_error(self.error_queue, self.name, broke=is_collective_error(error))
         finally:
             self.shutdown()
         if failed:
@@ -187,7 +191,7 @@ class AsyncOptWorker:
 
     def _check_master(self) -> None:
         """Break the barrier once the master is gone (Linux also ends this rank with it)."""
-        if _master_gone(self.parent_pid):
+        if not master_alive(self.parent_pid):
             self.ctrl.opt_throttle.abort()
 
     def shutdown(self) -> None:

@@ -3,13 +3,11 @@ an :class:`AsyncRlError` naming it; shutdown stops every process (a part of
 :class:`AsyncRlBase`)."""
 from __future__ import annotations
 
-import _thread
 import gc
 import queue
-import signal
 import threading
 import time
-from typing import Any
+from multiprocessing.context import BaseContext
 
 import torch.distributed as dist
 
@@ -19,6 +17,7 @@ from rlframe.runners.minibatch_rl import MinibatchRlBase
 from rlframe.utils.distributed import gather_objects, is_collective_error, state_digest
 from rlframe.utils.launching.pinning import set_cpu_affinity
 from rlframe.utils.logging import logger
+from rlframe.utils.processes import ChildSupervisor, interrupt_main_thread
 from rlframe.utils.synchronize import drain_queue
 
 JOIN_TIMEOUT_S = 5.  # Children ending by themselves at shutdown, before SIGTERM.
@@ -30,14 +29,8 @@ class AsyncRlError(RuntimeError):
     """A process of an asynchronous run failed; the message names it."""
 
 
-def _interrupt_main_thread() -> None:
-    """KeyboardInterrupt in the main thread, as Ctrl-C gives it: a real SIGINT, which also
-    wakes the thread from a blocking wait (a lock, the barrier), where Python handles
-    SIGINT; else only Python's flag (the thread sees it once it runs again)."""
-    if hasattr(signal, "pthread_kill") and callable(signal.getsignal(signal.SIGINT)):
-        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
-    else:
-        _thread.interrupt_main()
+# The one implementation lives in rlframe.utils.processes; this name stays importable.
+_interrupt_main_thread = interrupt_main_thread
 
 
 def _broke_ranks(error: BaseException) -> bool:
@@ -49,70 +42,46 @@ def _broke_ranks(error: BaseException) -> bool:
 class AsyncRlSupervision(MinibatchRlBase):
     """Failures and shutdown of :class:`AsyncRlBase`; not a runner by itself."""
 
+    def _new_supervisor(self, ctx: BaseContext) -> ChildSupervisor:
+        """The supervisor of this run's children (sampler, memory copiers, optimizer
+        ranks 1..). A child that exits cleanly before it was told to quit failed too
+        (the others would wait for it): an optimizer rank before ``quit_opt``, the
+        sampler or a copier before ``quit``."""
+        def exit_too_early(name: str) -> bool:
+            ctrl = self.ctrl
+            if ctrl is None:
+                return False
+            told = ctrl.quit_opt if name.startswith("optimizer rank") else ctrl.quit
+            return not told.value
+
+        return ChildSupervisor(ctx, title=lambda name: f"the {name} process",
+                               broke_note=" as the optimizer ranks' process group broke",
+                               exit_too_early=exit_too_early)
+
     def _find_failure(self) -> str | None:
         """A message naming the child that failed, if one did: its own report first, then
         a child that died without one, then an optimizer rank that only saw the ranks'
         process group break (when another process failed)."""
-        self._collect_reports()
-        dead = self._dead_unreported()
-        if dead and not any(not broke for _, _, broke in self._error_reports):
-            time.sleep(0.2)  # Its report may still be in the pipe.
-            self._collect_reports()
-            dead = self._dead_unreported()
-        own = [(name, text) for name, text, broke in self._error_reports if not broke]
-        if own:
-            return f"the {own[0][0]} process failed:\n{own[0][1]}"
-        if dead:
-            name, p = dead[0]
-            code = p.exitcode
-            how = (f"was killed by signal {-code}" if code < 0 else
-                   f"exited with code {code}" if code else "exited (code 0) before the run ended")
-            return f"the {name} process (pid {p.pid}) {how}."
-        if self._error_reports:
-            name, text, _ = self._error_reports[0]
-            return f"the {name} process failed as the optimizer ranks' process group broke:\n{text}"
-        return None
+        supervisor = getattr(self, "_supervisor", None)
+        return None if supervisor is None else supervisor.find_failure()
 
-    def _collect_reports(self) -> None:
-        """Keep the children's error reports (the watchdog and this thread both read them)."""
-        if self.error_queue is not None:
-            self._error_reports.extend(drain_queue(self.error_queue))
-
-    def _dead_unreported(self) -> list[tuple[str, Any]]:
-        """Children that ended in failure without a report: a non-zero exit code, or a
-        child that left before it was told to (the others would wait for it): an
-        optimizer rank before ``quit_opt``, the sampler or a copier before ``quit``."""
-        reported = {name for name, _, _ in self._error_reports} | self._stopped_children
-        ctrl = self.ctrl
-        ranks_quit = ctrl is None or bool(ctrl.quit_opt.value)
-        run_quit = ctrl is None or bool(ctrl.quit.value)
-
-        def told_to_quit(name: str) -> bool:
-            return ranks_quit if name.startswith("optimizer rank") else run_quit
-
-        return [(name, p) for name, p in self.processes.items()
-                if name not in reported and p.exitcode is not None
-                and (p.exitcode != 0 or not told_to_quit(name))]
-
-    def _watch_children(self) -> None:
+    def _start_watchdog(self) -> None:
         """Watchdog thread: record a child's failure and break the optimizer ranks' barrier
         (ranks waiting there stop); interrupt the master if it has not noticed within
         FAILURE_GRACE_S (e.g. it is blocked)."""
-        while self._training:
-            failure = self._find_failure()
-            if failure is not None:
-                self._failure = failure
-                ctrl = self.ctrl
-                if ctrl is not None and ctrl.opt_throttle is not None:
-                    ctrl.opt_throttle.abort()
-                deadline = time.time() + FAILURE_GRACE_S
-                while self._training and time.time() < deadline:
-                    time.sleep(0.05)
-                if self._training:
-                    logger.log(f"ERROR: {failure} Stopping the run.")
-                    _interrupt_main_thread()
-                return
-            time.sleep(0.1)
+        def on_failure(failure: str) -> None:
+            self._failure = failure
+            ctrl = self.ctrl
+            if ctrl is not None and ctrl.opt_throttle is not None:
+                ctrl.opt_throttle.abort()
+
+        def on_grace_passed(failure: str) -> None:
+            logger.log(f"ERROR: {failure} Stopping the run.")
+            interrupt_main_thread()
+
+        self._monitor = self._supervisor.start_watchdog(
+            lambda: self._training, FAILURE_GRACE_S, on_grace_passed, on_failure,
+            poll_s=0.1, name="AsyncRl-monitor")
 
     def _wait_for_failure(self, wait_s: float = 0.) -> str | None:
         """The failure of a child, waiting up to ``wait_s`` seconds for one to show."""
@@ -163,30 +132,22 @@ class AsyncRlSupervision(MinibatchRlBase):
             for semaphore in self.ctrl.sample_ready + self.ctrl.sample_copied:
                 semaphore.release()
         self._stop_optimizer_ranks()
-        deadline = time.time() + JOIN_TIMEOUT_S
-        for process in self.processes.values():
-            # Keep the queue drained: a child blocked flushing it cannot exit.
-            while process.is_alive() and time.time() < deadline:
+        supervisor = getattr(self, "_supervisor", None)
+
+        def drain() -> None:  # A child blocked flushing the queue cannot exit.
+            if self.traj_infos_queue is not None:
                 drain_queue(self.traj_infos_queue)
-                process.join(0.05)
-        if self._failure is None and not getattr(self, "_completed", False):
-            failure = self._find_failure() if self.error_queue is not None else None
-            if failure is not None:
-                logger.log(f"ERROR: {failure}")
-        for process in self.processes.values():
-            if process.is_alive():
-                process.terminate()
-                process.join(1.)
-            if process.is_alive():
-                process.kill()
-                process.join()
-        for q in (self.traj_infos_queue, self.error_queue):
-            if q is not None:
-                drain_queue(q)
-                q.close()
-                q.join_thread()
-        if self._monitor is not None:
-            self._monitor.join(1.)
+        if supervisor is not None:
+            supervisor.join(JOIN_TIMEOUT_S, drain)
+            if self._failure is None and not getattr(self, "_completed", False):
+                failure = self._find_failure()
+                if failure is not None:
+                    logger.log(f"ERROR: {failure}")
+            supervisor.stop(join_s=0., terminate_s=1., drain=drain)
+        if self.traj_infos_queue is not None:
+            drain()
+            self.traj_infos_queue.close()
+            self.traj_infos_queue.join_thread()
         self.processes = {}
         self.traj_infos_queue = self.error_queue = None
         # Named semaphores (spawn, forkserver) are unlinked when collected.
@@ -207,18 +168,15 @@ class AsyncRlSupervision(MinibatchRlBase):
         ranks = self._optimizer_ranks()
         if completed and self._joined_ranks and self._meet_to_quit():
             self._gather_rank_summaries()
-            deadline = time.time() + JOIN_TIMEOUT_S
-            for _, process in ranks:
-                process.join(max(0., deadline - time.time()))
+            self._supervisor.join(JOIN_TIMEOUT_S, names=[name for name, _ in ranks])
         else:
             ctrl.opt_throttle.abort()
             # Ranks waiting in a collective for this one stay there (destroying the process
             # group does not close its connections): their work is discarded, so end them.
-            deadline = time.time() + RANK_STOP_S
+            self._supervisor.join(RANK_STOP_S, names=[name for name, _ in ranks])
             for name, process in ranks:
-                process.join(max(0., deadline - time.time()))
                 if process.is_alive():
-                    self._stopped_children.add(name)
+                    self._supervisor.stopped.add(name)
                     process.terminate()
         unwrap_ddp(self.agent)
         gc.collect()  # DDP's reducers go while their process group still exists.

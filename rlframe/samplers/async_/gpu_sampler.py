@@ -23,7 +23,6 @@ import copy
 import multiprocessing as mp
 import os
 import signal
-import traceback
 from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
@@ -38,6 +37,7 @@ from rlframe.samplers.parallel.gpu.sampler import GpuSamplerBase
 from rlframe.samplers.parallel.worker import wait_for
 from rlframe.utils.buffer import torchify_buffer
 from rlframe.utils.launching.pinning import check_cuda_device, check_workers_cpus
+from rlframe.utils.processes import report_error
 from rlframe.utils.synchronize import die_with_parent
 
 if TYPE_CHECKING:
@@ -290,7 +290,7 @@ def action_server_process(common_kwargs: dict, worker_kwargs: dict) -> None:
                 ctrl.n_completed[rank] = len(traj_infos)
             ctrl.step_out.release()
     except BaseException:  # noqa: BLE001 (report everything, then exit)
-        c["error_queue"].put((rank, traceback.format_exc()))
+        report_error(c["error_queue"], str(rank))
         ctrl.step_out.release()  # Wake the sampler process, which then finds the error.
     finally:
         server.shutdown()

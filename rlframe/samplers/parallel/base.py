@@ -14,7 +14,7 @@ import multiprocessing as mp
 import os
 import pickle
 import queue
-import time
+from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
@@ -25,6 +25,7 @@ from rlframe.samplers.parallel.worker import POLL_S, sampling_process
 from rlframe.utils.collections import AttrDict
 from rlframe.utils.launching.pinning import check_workers_cpus
 from rlframe.utils.logging import logger
+from rlframe.utils.processes import ChildSupervisor
 from rlframe.utils.synchronize import check_start_method, drain_queue
 
 if TYPE_CHECKING:
@@ -34,7 +35,8 @@ if TYPE_CHECKING:
     from rlframe.envs.base import EnvSpaces
     from rlframe.samplers.collections import Examples, Samples, TrajInfo
 
-JOIN_TIMEOUT_S = 5.
+JOIN_TIMEOUT_S = 5.  # Workers ending by themselves at shutdown, before SIGTERM.
+TERMINATE_S = 1.  # After SIGTERM, before SIGKILL.
 
 
 class WorkerError(RuntimeError):
@@ -60,7 +62,8 @@ class ParallelSamplerBase(BaseSampler):
     def __init__(self, *args: Any, start_method: str | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.start_method = check_start_method(start_method)
-        self.workers: list = []
+        self.workers: list[BaseProcess] = []
+        self._supervisor: ChildSupervisor | None = None
         self.ctrl: AttrDict | None = None
         self._check_picklable_for_workers()
 
@@ -188,7 +191,11 @@ class ParallelSamplerBase(BaseSampler):
         )
         self.traj_infos_queue = self.ctx.Queue()
         self.eval_traj_infos_queue = self.ctx.Queue()
-        self.error_queue = self.ctx.Queue()
+        # Any exit of a worker before shutdown is a failure (an error, a kill).
+        self._supervisor = ChildSupervisor(
+            self.ctx, title=lambda name: f"{self.worker_label} {name}",
+            exit_too_early=lambda name: True)
+        self.error_queue = self._supervisor.error_queue
         self.sync = AttrDict(stop_eval=self.ctx.RawValue("b", False))
         self._build_parallel_ctrl(n_worker)
 
@@ -196,12 +203,13 @@ class ParallelSamplerBase(BaseSampler):
         workers_kwargs = self._assemble_workers_kwargs(affinity, workers_cpus, seed,
                                                        env_rank_offset)
         target = sampling_process if worker_process is None else worker_process
-        self.workers = [self.ctx.Process(target=target, kwargs=dict(
-            common_kwargs=common_kwargs, worker_kwargs=w_kwargs), daemon=self.daemon_workers)
-            for w_kwargs in workers_kwargs]
+        for w, w_kwargs in enumerate(workers_kwargs):
+            self._supervisor.add(str(w), target, daemon=self.daemon_workers,
+                                 process_name=f"{type(self).__name__}-worker{w}",
+                                 kwargs=dict(common_kwargs=common_kwargs, worker_kwargs=w_kwargs))
+        self.workers = list(self._supervisor.children.values())
         try:
-            for w in self.workers:
-                w.start()
+            self._supervisor.start()
             self.wait_workers()  # Workers built envs and decorrelated them.
         except BaseException:
             self.shutdown()
@@ -273,18 +281,13 @@ class ParallelSamplerBase(BaseSampler):
     # ---- master-side synchronization ------------------------------------------------
 
     def check_workers(self) -> None:
-        """Raise WorkerError if a worker reported an error or died."""
-        try:
-            rank, tb = self.error_queue.get_nowait()
-        except queue.Empty:
-            dead = [(i, w.exitcode) for i, w in enumerate(self.workers)
-                    if w.exitcode is not None]
-            if not dead:
-                return
-            rank, code = dead[0]
-            tb = f"(no traceback: the process exited with code {code})"
+        """Raise WorkerError if a worker reported an error or died (the message names
+        it, with its traceback or how it died); every worker is stopped first."""
+        failure = None if self._supervisor is None else self._supervisor.find_failure()
+        if failure is None:
+            return
         self.shutdown()
-        raise WorkerError(f"{self.worker_label} {rank} failed:\n{tb}")
+        raise WorkerError(failure)
 
     def acquire(self, semaphore: Semaphore) -> None:
         """Acquire ``semaphore`` while polling the workers' health."""
@@ -371,23 +374,14 @@ class ParallelSamplerBase(BaseSampler):
             self.ctrl.quit.value = True
             self.release_workers()
             self._release_extra()
-        deadline = time.time() + JOIN_TIMEOUT_S
-        for w in self.workers:
-            # Keep queues drained: a child blocked flushing a queue cannot exit.
-            while w.is_alive() and time.time() < deadline:
-                for q in (self.traj_infos_queue, self.eval_traj_infos_queue, self.error_queue):
-                    drain_queue(q)
-                w.join(timeout=0.05)
-        for w in self.workers:
-            if w.is_alive():
-                w.terminate()
-                w.join(timeout=1.)
-            if w.is_alive():
-                w.kill()
-                w.join()
-            w.close()
+        queues = (self.traj_infos_queue, self.eval_traj_infos_queue)
+
+        def drain() -> None:  # A child blocked flushing a queue cannot exit.
+            for q in queues:
+                drain_queue(q)
+        self._supervisor.stop(join_s=JOIN_TIMEOUT_S, terminate_s=TERMINATE_S, drain=drain)
         self.workers = []
-        for q in (self.traj_infos_queue, self.eval_traj_infos_queue, self.error_queue):
+        for q in queues:
             q.close()
             q.join_thread()
         # Drop the control objects: named semaphores (spawn/forkserver) are unlinked

@@ -8,18 +8,15 @@ the master) or when the master process is gone.
 from __future__ import annotations
 
 import os
-import signal
-import traceback
 from typing import TYPE_CHECKING, Iterable
 
-import psutil
 import torch
 
 from rlframe.envs.vector import make_vec_env
 from rlframe.utils.launching.pinning import set_cpu_affinity
 from rlframe.utils.logging import logger
+from rlframe.utils.processes import master_alive, report_error, start_child
 from rlframe.utils.seed import set_seed
-from rlframe.utils.synchronize import die_with_parent
 
 if TYPE_CHECKING:
     from multiprocessing.synchronize import Semaphore
@@ -34,8 +31,7 @@ def initialize_worker(rank: int, seed: int | None = None, cpu: int | Iterable[in
     Ctrl-C goes to the whole process group; workers ignore it and let the
     master shut them down. On Linux a worker also dies with its master.
     """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    die_with_parent()
+    start_child()
     log_msg = f"Sampler rank {rank} initialized"
     if cpu is not None:
         pinned = set_cpu_affinity(cpu)
@@ -50,10 +46,11 @@ def initialize_worker(rank: int, seed: int | None = None, cpu: int | Iterable[in
     logger.log(log_msg + ".")
 
 
-def wait_for(semaphore: Semaphore, master_pid: int) -> None:
-    """Acquire ``semaphore``, giving up (exit) if the master process is gone."""
+def wait_for(semaphore: Semaphore, master_pid: int | None) -> None:
+    """Acquire ``semaphore``, giving up (exit) if the master process is gone (or a
+    zombie: it has ended)."""
     while not semaphore.acquire(timeout=POLL_S):
-        if not psutil.pid_exists(master_pid):
+        if not master_alive(master_pid):
             os._exit(1)
 
 
@@ -110,7 +107,7 @@ def sampling_process(common_kwargs: dict, worker_kwargs: dict) -> None:
                 ctrl.n_completed[w["rank"]] = len(completed)
             ctrl.step_out.release()
     except BaseException:  # noqa: BLE001 (report everything, then exit)
-        c["error_queue"].put((w["rank"], traceback.format_exc()))
+        report_error(c["error_queue"], str(w["rank"]))
         ctrl.step_out.release()  # Wake the master, which then finds the error.
     finally:
         for venv in venvs:

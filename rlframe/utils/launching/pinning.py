@@ -29,7 +29,7 @@ _warned_no_affinity = False  # set_cpu_affinity warns once per process.
 
 # --- Validating affinity dicts -----------------------------------------------------------------
 
-def check_affinity(affinity: Any, name: str = "affinity") -> dict:
+def check_affinity(affinity: object, name: str = "affinity") -> dict:
     """Validate a synchronous affinity dict (None means ``{}``).
 
     Asynchronous dicts (with ``optimizer`` / ``sampler``) are checked with
@@ -71,7 +71,7 @@ def check_affinity(affinity: Any, name: str = "affinity") -> dict:
     return affinity
 
 
-def check_async_affinity(affinity: Any, name: str = "affinity") -> dict:
+def check_async_affinity(affinity: object, name: str = "affinity") -> dict:
     """Validate an asynchronous affinity dict: ``optimizer`` and ``sampler`` entries.
 
     ``optimizer`` is a list of dicts with ``cpus``, ``cuda_idx``, ``torch_threads``
@@ -132,7 +132,7 @@ def check_async_affinity(affinity: Any, name: str = "affinity") -> dict:
     return affinity
 
 
-def check_workers_cpus(affinity: Any, alternating: bool = False,
+def check_workers_cpus(affinity: object, alternating: bool = False,
                        name: str = "affinity") -> list[tuple[int, ...]]:
     """Validate ``affinity['workers_cpus']``; returns one tuple of CPU ids per worker.
 
@@ -184,7 +184,7 @@ def _check_cuda_idx(value: Any, name: str) -> None:
         raise ValueError(f"{name} must be None or a non-negative int, got {value!r}.")
 
 
-def check_cuda_device(cuda_idx: Any, name: str = "affinity['cuda_idx']") -> None:
+def check_cuda_device(cuda_idx: object, name: str = "affinity['cuda_idx']") -> None:
     """Raise unless GPU ``cuda_idx`` (None: the CPU) can be used by this process's torch.
 
     Called where the affinity is about to be used (the runner), so that a CPU-only

@@ -1,0 +1,166 @@
+"""The one child supervisor: reports, failure messages, the watchdog, the ordered
+stop and the master-alive check."""
+import multiprocessing as mp
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import psutil
+import pytest
+
+from rlframe.utils.processes import (ChildReport, ChildSupervisor, describe_exit,
+                                     master_alive, report_error, stop_in_order)
+
+CTX = mp.get_context("fork")
+
+
+def _raises(error_queue):
+    try:
+        raise ValueError("env exploded")
+    except ValueError:
+        report_error(error_queue, "rank 1")
+        raise SystemExit(1)
+
+
+def _sleeps():
+    time.sleep(60)
+
+
+def _ignores_sigterm():
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    time.sleep(60)
+
+
+@pytest.fixture
+def supervisor():
+    sup = ChildSupervisor(CTX)
+    yield sup
+    sup.stop(join_s=0., terminate_s=1.)
+
+
+def test_a_child_that_raises_is_named_with_its_traceback(supervisor):
+    supervisor.add("rank 1", _raises, args=(supervisor.error_queue,))
+    supervisor.start()
+    pid = supervisor.children["rank 1"].pid
+    message = supervisor.find_failure(wait_s=10.)
+    assert message.startswith("rank 1 failed:\nTraceback")
+    assert "ValueError: env exploded" in message
+    report = supervisor.reports["rank 1"]
+    assert report == ChildReport("rank 1", pid, report.text, False)
+    assert supervisor.find_failure() == message  # Kept for a second look.
+
+
+def test_a_child_killed_by_sigkill_is_named_with_the_signal():
+    sup = ChildSupervisor(CTX, title=lambda name: f"the {name} process")
+    try:
+        process = sup.add("sampler", _sleeps)
+        sup.start()
+        os.kill(process.pid, signal.SIGKILL)
+        process.join(10.)
+        assert sup.find_failure() == f"the sampler process (pid {process.pid}) was killed by signal 9."
+    finally:
+        sup.stop(join_s=0., terminate_s=1.)
+
+
+def test_own_errors_come_before_deaths_and_breaks():
+    import queue
+    sup = ChildSupervisor(CTX, broke_note=" as the group broke", error_queue=queue.Queue())
+    sup.error_queue.put(ChildReport("rank 2", 12, "broken pipe", True))
+    assert sup.find_failure() == "rank 2 failed as the group broke:\nbroken pipe"
+    sup.error_queue.put(ChildReport("rank 3", 13, "ValueError", False))
+    assert sup.find_failure() == "rank 3 failed:\nValueError"
+
+
+def test_a_clean_exit_counts_only_where_it_is_too_early():
+    sup = ChildSupervisor(CTX, exit_too_early=lambda name: True)
+    try:
+        process = sup.add("copier", sys.exit, args=(0,))
+        sup.start()
+        process.join(10.)
+        assert sup.find_failure() == (f"copier (pid {process.pid}) exited (code 0) before the "
+                                      "run ended.")
+    finally:
+        sup.stop(join_s=0., terminate_s=1.)
+    assert describe_exit(3) == "exited with code 3"
+
+
+def test_the_ordered_stop_kills_a_child_that_ignores_sigterm(supervisor):
+    process = supervisor.add("stubborn", _ignores_sigterm)
+    supervisor.start()
+    time.sleep(0.3)  # Its handler is in place.
+    pid = process.pid
+    start = time.monotonic()
+    killed = stop_in_order([process], join_s=0.2, terminate_s=0.5)
+    assert killed == [process]
+    assert 0.7 <= time.monotonic() - start < 5.
+    assert process.exitcode == -signal.SIGKILL
+    assert not psutil.pid_exists(pid)
+
+
+def test_the_ordered_stop_takes_popen_and_psutil_processes():
+    code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
+    popen = subprocess.Popen([sys.executable, "-c", code])
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    time.sleep(0.5)
+    try:
+        killed = stop_in_order([popen, psutil.Process(other.pid)], join_s=0., terminate_s=0.5)
+        assert killed == [popen]
+        assert popen.returncode == -signal.SIGKILL
+        assert other.wait(5.) == -signal.SIGTERM
+    finally:
+        for p in (popen, other):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def test_master_alive_on_a_live_a_dead_and_a_zombie_pid():
+    assert master_alive(os.getpid())
+    assert master_alive(None)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    assert not master_alive(dead.pid)
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 10.
+    while psutil.Process(zombie.pid).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    try:
+        assert psutil.pid_exists(zombie.pid)  # Still there, but ended.
+        assert not master_alive(zombie.pid)
+    finally:
+        zombie.wait()
+
+
+def test_the_watchdog_fires_after_the_grace_period(supervisor):
+    process = supervisor.add("worker", _sleeps)
+    supervisor.start()
+    found, fired = [], threading.Event()
+    grace = 0.5
+    supervisor.start_watchdog(lambda: not fired.is_set(), grace_s=grace,
+                              on_grace_passed=lambda message: fired.set(),
+                              on_failure=lambda message: found.append(time.monotonic()),
+                              poll_s=0.02)
+    time.sleep(0.2)
+    assert not found and not fired.is_set()
+    os.kill(process.pid, signal.SIGKILL)
+    assert fired.wait(10.)
+    assert time.monotonic() - found[0] >= grace - 0.05
+    supervisor.watchdog.join(5.)
+    assert not supervisor.watchdog.is_alive()
+
+
+def test_the_watchdog_stays_quiet_when_the_run_stops_in_time(supervisor):
+    process = supervisor.add("worker", _sleeps)
+    supervisor.start()
+    running, fired = [True], []
+    supervisor.start_watchdog(lambda: running[0], grace_s=1., on_grace_passed=fired.append,
+                              poll_s=0.02)
+    os.kill(process.pid, signal.SIGKILL)
+    time.sleep(0.5)
+    running[0] = False
+    supervisor.watchdog.join(5.)
+    assert fired == []
