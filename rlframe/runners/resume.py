@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
-from typing import Any
+import weakref
+from typing import TYPE_CHECKING, Protocol
 
 from rlframe.utils.checkpoint import (REPLAY_FILE, SAMPLER_STATE_FILE, SnapshotError,
                                       load_agent_state, load_replay_state,
@@ -23,25 +23,51 @@ from rlframe.utils.checkpoint import (REPLAY_FILE, SAMPLER_STATE_FILE, SnapshotE
                                       write_state_file)
 from rlframe.utils.logging import logger
 
+if TYPE_CHECKING:
+    import torch
+
+    from rlframe.agents.base import BaseAgent
+    from rlframe.algos.base import RlAlgorithm
+    from rlframe.samplers.base import BaseSampler
+
 SNAPSHOT_KEYS = ("itr", "cum_steps", "agent_state_dict", "optimizer_state_dict")
 
 
-def training_state(runner: Any) -> dict:
+class ResumableRunner(Protocol):
+    """What resuming reads and restores of a runner: its parts, and its counters through
+    ``state_dict()`` / ``load_state_dict()``."""
+
+    agent: BaseAgent
+    algo: RlAlgorithm
+    sampler: BaseSampler
+    itr_batch_size: int
+    last_completed_itr: int | None
+
+    def state_dict(self) -> dict: ...
+
+    def load_state_dict(self, state: dict) -> None: ...
+
+
+class AsyncResumableRunner(ResumableRunner, Protocol):
+    """An ``AsyncRl`` runner: also its sampler's batch size and its optimizer's throttle."""
+
+    sampler_batch_size: int
+
+    def load_throttle(self, state: dict) -> None: ...
+
+
+# Runners already told that their snapshots keep no env states (told once per runner).
+_told_no_sampler_state: weakref.WeakSet = weakref.WeakSet()
+
+
+def training_state(runner: ResumableRunner) -> dict:
     """The snapshot entries that let ``runner`` resume: algorithm state, generators and
-    the runner's cumulative statistics (numbers, tensors, dicts and lists only)."""
-    state = dict(algo_state_dict=runner.algo.state_dict(), rng_state=rng_state(),
-                 runner_state=dict(cum_time=float(time.time() - runner._start_time),
-                                   cum_eval_time=float(getattr(runner, "_cum_eval_time", 0.)),
-                                   cum_completed_trajs=int(runner._cum_completed_trajs)))
-    window = getattr(runner, "_traj_infos", None)
-    if window is not None and not isinstance(window, list):  # MinibatchRl's deque
-        state["runner_state"]["traj_window"] = [_plain(info) for info in window]
-    if hasattr(runner, "throttle_itr"):  # AsyncRl: where the optimizer waits next.
-        state["runner_state"]["throttle_itr"] = float(runner.throttle_itr)
-    return state
+    the runner's ``state_dict()`` (numbers, tensors, dicts and lists only)."""
+    return dict(algo_state_dict=runner.algo.state_dict(), rng_state=rng_state(),
+                runner_state=runner.state_dict())
 
 
-def write_side_files(runner: Any, itr: int) -> None:
+def write_side_files(runner: ResumableRunner, itr: int) -> None:
     """Beside the snapshot just written: the sampler's envs and, when asked, the replay."""
     run_dir = logger.get_snapshot_dir()
     if run_dir is None:
@@ -49,8 +75,8 @@ def write_side_files(runner: Any, itr: int) -> None:
     state, why = sampler_state(runner.sampler)
     if state is not None:
         write_state_file(run_dir, SAMPLER_STATE_FILE, itr, state)
-    elif not getattr(runner, "_told_no_sampler_state", False):
-        runner._told_no_sampler_state = True
+    elif runner not in _told_no_sampler_state:
+        _told_no_sampler_state.add(runner)
         logger.log(f"Snapshots keep no env states ({why}): a resumed run starts its "
                    "training episodes afresh.")
     if getattr(runner.algo, "checkpoint_replay", False):
@@ -61,7 +87,7 @@ def write_side_files(runner: Any, itr: int) -> None:
             write_state_file(run_dir, REPLAY_FILE, itr, replay_state(replay))
 
 
-def restore(runner: Any, path: str) -> int:
+def restore(runner: ResumableRunner, path: str) -> int:
     """Load the snapshot ``path`` (and its side files) into an initialized ``runner``.
 
     Returns:
@@ -81,18 +107,18 @@ def restore(runner: Any, path: str) -> int:
     load_agent_state(runner.agent, snapshot["agent_state_dict"], path)
     runner.algo.load_optim_state_dict(snapshot["optimizer_state_dict"])
     runner.algo.load_state_dict(snapshot["algo_state_dict"])
-    _restore_statistics(runner, snapshot["runner_state"])
+    runner.load_state_dict(_runner_state(snapshot))
     run_dir = os.path.dirname(os.path.abspath(path))
     _restore_sampler(runner, run_dir, itr)
     _restore_replay(runner, run_dir, itr)
     set_rng_state(snapshot["rng_state"])  # Last: nothing above draws from them.
-    runner.last_completed_itr = itr
+    runner.last_completed_itr = itr  # Last: the whole run is restored.
     logger.log(f"Resumed from {os.path.basename(path)}: iteration {itr}, "
                f"{expected} env steps, {runner.algo.update_counter} updates done.")
     return itr + 1
 
 
-def load_async_snapshot(runner: Any, path: str) -> dict:
+def load_async_snapshot(runner: AsyncResumableRunner, path: str) -> dict:
     """First part of resuming an ``AsyncRl`` run, before its children start: the
     agent's weights (into the model the sampler shares), the replay and the optimizer's
     throttle. Returns the snapshot, for :func:`restore_async`."""
@@ -103,28 +129,27 @@ def load_async_snapshot(runner: Any, path: str) -> dict:
                  f"this sampler's batches of {runner.sampler_batch_size} steps make "
                  f"{expected}: its batch_T or batch_B differ")
     load_agent_state(runner.agent, snapshot["agent_state_dict"], path)
-    runner.throttle_itr = float(snapshot["runner_state"]["throttle_itr"])
+    runner.load_throttle(snapshot["runner_state"])
     _restore_replay(runner, os.path.dirname(os.path.abspath(path)), int(snapshot["itr"]))
     return snapshot
 
 
-def restore_async(runner: Any, snapshot: dict, path: str) -> int:
+def restore_async(runner: AsyncResumableRunner, snapshot: dict, path: str) -> int:
     """Second part, once the optimizer is built: its state, the algorithm's counters,
     the runner's statistics and generators. Returns the first optimizer iteration."""
     itr = int(snapshot["itr"])
     runner.algo.load_optim_state_dict(snapshot["optimizer_state_dict"])
     runner.algo.load_state_dict(snapshot["algo_state_dict"])
-    _restore_statistics(runner, snapshot["runner_state"])
-    runner._last_sampler_itr = runner._log_sampler_itr = int(snapshot["sampler_itr"])
+    runner.load_state_dict(_runner_state(snapshot, sampler_itr=int(snapshot["sampler_itr"])))
     set_rng_state(snapshot["rng_state"])
-    runner.last_completed_itr = itr
+    runner.last_completed_itr = itr  # Last: the whole run is restored.
     logger.log(f"Resumed from {os.path.basename(path)}: optimizer iteration {itr}, sampler "
                f"iteration {snapshot['sampler_itr']} ({snapshot['cum_steps']} env steps), "
                f"{runner.algo.update_counter} updates done; the sampler starts fresh episodes.")
     return itr + 1
 
 
-def _load(path: str, map_location: Any, extra: tuple[str, ...] = ()) -> dict:
+def _load(path: str, map_location: str | torch.device | None, extra: tuple[str, ...] = ()) -> dict:
     """The snapshot ``path``, checked to hold what resuming needs."""
     snapshot = load_snapshot(path, map_location=map_location)
     missing = [key for key in SNAPSHOT_KEYS + extra + ("algo_state_dict", "rng_state")
@@ -141,7 +166,7 @@ def _check_steps(path: str, snapshot: dict, expected: int, at: str, mismatch: st
                             f"at {at}, but {mismatch} from the run's.")
 
 
-def restore_optimizer(algo: Any, path: str) -> None:
+def restore_optimizer(algo: RlAlgorithm, path: str) -> None:
     """An ``AsyncRl`` optimizer rank 1..: the optimizer's state and counters of the
     snapshot ``path`` (the weights come from rank 0)."""
     snapshot = load_snapshot(path, required=("optimizer_state_dict", "algo_state_dict"))
@@ -149,20 +174,17 @@ def restore_optimizer(algo: Any, path: str) -> None:
     algo.load_state_dict(snapshot["algo_state_dict"])
 
 
-def _restore_statistics(runner: Any, state: dict) -> None:
-    now = time.time()
-    runner._start_time = now - float(state["cum_time"])
-    runner._last_time = now
-    runner._cum_completed_trajs = int(state["cum_completed_trajs"])
-    runner._last_update_counter = runner.algo.update_counter
-    if hasattr(runner, "_cum_eval_time"):
-        runner._cum_eval_time = float(state["cum_eval_time"])
-    window = getattr(runner, "_traj_infos", None)
-    if window is not None and not isinstance(window, list):
-        window.extend(state.get("traj_window", []))
+def _runner_state(snapshot: dict, **known: int) -> dict:
+    """The snapshot's runner state, with what the snapshot states beside it (an
+    asynchronous run's sampler iteration), less the last completed iteration: that one
+    is restored last, once the whole run is."""
+    state = dict(snapshot["runner_state"])
+    state.pop("last_completed_itr", None)
+    state.update(known)
+    return state
 
 
-def _restore_sampler(runner: Any, run_dir: str, itr: int) -> None:
+def _restore_sampler(runner: ResumableRunner, run_dir: str, itr: int) -> None:
     state, why = read_state_file(run_dir, SAMPLER_STATE_FILE, itr)
     if state is None:
         logger.log(f"Training envs start afresh ({why}).")
@@ -170,7 +192,7 @@ def _restore_sampler(runner: Any, run_dir: str, itr: int) -> None:
     load_sampler_state(runner.sampler, state)
 
 
-def _restore_replay(runner: Any, run_dir: str, itr: int) -> None:
+def _restore_replay(runner: ResumableRunner, run_dir: str, itr: int) -> None:
     replay = getattr(runner.algo, "replay_buffer", None)
     if replay is None:
         return
@@ -184,10 +206,3 @@ def _restore_replay(runner: Any, run_dir: str, itr: int) -> None:
         return
     load_replay_state(replay, state)
     logger.log(f"Replay buffer restored: {replay.n_stored} steps per env.")
-
-
-def _plain(info: Any) -> dict:
-    """A trajectory info as a dict of Python numbers (loadable with weights_only)."""
-    return {key: (value.item() if hasattr(value, "item") else value)
-            for key, value in dict(info).items()
-            if isinstance(value, (int, float, bool)) or hasattr(value, "item")}

@@ -106,17 +106,26 @@ DecorrelatingStartCollector = BaseCollector
 class BaseEvalCollector:
     """Runs evaluation episodes; parallel variants report through a queue.
 
+    :meth:`collect_evaluation` is the one evaluation loop: restart the envs, step them
+    up to ``max_T`` times, report every completed trajectory, stop early where asked.
+    A collector says only how actions are picked and envs stepped
+    (:meth:`_begin_evaluation`, :meth:`_step_envs`, :meth:`_after_step`; by default
+    the agent acts here) and what else ends an evaluation (:meth:`_evaluation_done`).
+
     Args:
         rank: worker rank.
         envs: evaluation envs of this worker (a list, or a VecEnv).
         TrajInfoCls: trajectory statistics class.
-        traj_infos_queue: where completed TrajInfos go (then a ``None`` sentinel).
+        traj_infos_queue: where completed TrajInfos go (then a ``None`` sentinel);
+            None: they are only returned (serial evaluation).
         max_T: max time steps per evaluation.
         agent: acting agent (None when the master acts).
         sync: shared control values of parallel samplers.
         step_buffer_np: per-step shared buffer of GPU samplers.
         traj_info_kwargs: keyword arguments of every TrajInfo (e.g. ``discount``).
     """
+
+    max_trajectories: int | None = None  # Stop once this many trajectories completed.
 
     def __init__(self, rank: int, envs: VecEnv | Sequence[Env], TrajInfoCls: type[TrajInfo],
                  traj_infos_queue: Queue | None, max_T: int, agent: BaseAgent | None = None,
@@ -138,8 +147,65 @@ class BaseEvalCollector:
         """The agent's input rows [B] to step from (None: the stepper allocates them)."""
         return None
 
-    def collect_evaluation(self, itr: int) -> None:
-        raise NotImplementedError
+    def collect_evaluation(self, itr: int) -> list[TrajInfo]:
+        """Run one evaluation from fresh episodes.
+
+        Returns:
+            the completed trajectories' infos (also put on ``traj_infos_queue``, then
+            a ``None`` sentinel, when there is a queue).
+        """
+        queue, stepper = self.traj_infos_queue, self.stepper
+        stepper.start()
+        self._begin_evaluation(itr)
+        completed: list[TrajInfo] = []
+        with self._step_mode():
+            for t in range(self.max_T):
+                if not self._step_envs(t):
+                    break
+                for traj_info in stepper.pop_completed():
+                    completed.append(traj_info)
+                    if queue is not None:
+                        queue.put(traj_info)
+                if self._evaluation_done(completed):
+                    break
+                self._after_step(t)
+            else:
+                if queue is None:
+                    logger.log(f"Evaluation reached max num time steps ({self.max_T}).")
+        if queue is not None:
+            queue.put(None)  # End sentinel.
+        return completed
+
+    def _begin_evaluation(self, itr: int) -> None:
+        """After the envs restarted: reset the agent, in eval mode."""
+        agent = self._acting_agent()
+        agent.reset()
+        agent.eval_mode(itr)
+
+    def _step_mode(self) -> AbstractContextManager:
+        """The autograd mode of the evaluation loop (see :func:`agent_step_mode`)."""
+        return agent_step_mode(self._acting_agent())
+
+    def _step_envs(self, t: int) -> bool:
+        """Step every env once (step ``t``); False ends the evaluation before stepping."""
+        step_with_agent(self._acting_agent(), self.stepper, t)
+        return True
+
+    def _after_step(self, t: int) -> None:
+        """After step ``t``'s trajectories are reported, unless the evaluation ended."""
+
+    def _evaluation_done(self, completed: list[TrajInfo]) -> bool:
+        """Whether the evaluation ends after this step: ``max_trajectories`` reached."""
+        if self.max_trajectories is None or len(completed) < self.max_trajectories:
+            return False
+        logger.log(f"Evaluation reached max num trajectories ({self.max_trajectories}).")
+        return True
+
+    def _acting_agent(self) -> BaseAgent:
+        if self.agent is None:
+            raise TypeError(f"{type(self).__name__} has no agent to act with; collectors "
+                            "whose actions come from elsewhere override _step_envs.")
+        return self.agent
 
 
 def agent_step_mode(agent: BaseAgent) -> AbstractContextManager:

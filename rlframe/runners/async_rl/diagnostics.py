@@ -1,21 +1,40 @@
 """Logging of an asynchronous run: snapshots, diagnostics rows and the replay ratio
-reached (a part of :class:`AsyncRlBase`)."""
+reached (a part of :class:`AsyncRlBase`); the row itself is built by
+:class:`~rlframe.runners.diagnostics.DiagnosticsRow`, as every runner's is."""
 from __future__ import annotations
 
 import math
 import time
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from rlframe.runners import resume
 from rlframe.runners.async_rl.schedule import RATIO_CHECK_CALLS
+from rlframe.runners.diagnostics import DiagnosticsRow
+from rlframe.runners.evaluation import AsyncEvaluation
 from rlframe.runners.minibatch_rl import MinibatchRlBase, sampler_diagnostics
 from rlframe.utils.loading import agent_spec
 from rlframe.utils.logging import logger
 
+if TYPE_CHECKING:
+    from rlframe.runners.async_rl.control import AsyncControl
+    from rlframe.samplers.collections import TrajInfo
+
+__all__ = ["AsyncRlDiagnostics", "sampler_diagnostics"]
+
 
 class AsyncRlDiagnostics(MinibatchRlBase):
     """Snapshots and diagnostics rows of :class:`AsyncRlBase`; not a runner by itself."""
+
+    ctrl: AsyncControl | None
+    evaluation: AsyncEvaluation | None  # type: ignore[assignment]
+    sampler_batch_size: int
+    throttle_itr: float
+    delta_throttle_itr: float
+    sampler_lead_itrs: int | None
+    sampler_lead_steps: int | float | None
+    _learn_start_itr: float
+    _ratio_warned: bool
 
     def get_itr_snapshot(self, itr: int, sampler_itr: int | None = None) -> dict:
         """Snapshot of tensors, numbers and dicts (loads with ``weights_only=True``)."""
@@ -32,23 +51,37 @@ class AsyncRlDiagnostics(MinibatchRlBase):
         )
 
     def initialize_logging(self) -> None:
-        super().initialize_logging()
+        self._initialize_statistics()
         self._last_sampler_itr = 0
         self._log_sampler_itr = 0
         self._last_eval_time = 0.
         self._last_sampler_wait = 0.
 
+    def state_dict(self) -> dict:
+        """:meth:`MinibatchRlBase.state_dict` and where the optimizer waits next
+        (``throttle_itr``) and the sampler's last iteration."""
+        state = super().state_dict()
+        state["throttle_itr"] = float(self.throttle_itr)
+        state["sampler_itr"] = int(self._last_sampler_itr)
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.load_throttle(state)
+        if "sampler_itr" in state:
+            self._last_sampler_itr = self._log_sampler_itr = int(state["sampler_itr"])
+
+    def load_throttle(self, state: dict) -> None:
+        """Where the optimizer of a resumed run waits next (before the children start)."""
+        self.throttle_itr = float(state["throttle_itr"])
+
     def store_diagnostics(self, itr: int, sampler_itr: int,  # type: ignore[override]
-                          traj_infos: list, opt_info: Any) -> None:
-        self._cum_completed_trajs += len(traj_infos)
-        if opt_info is not None:
-            for k, v in self._opt_infos.items():
-                new_v = getattr(opt_info, k, [])
-                v.extend(new_v if isinstance(new_v, list) else [new_v])
+                          traj_infos: Sequence[TrajInfo], opt_info: object | None) -> None:
+        self.stats.store(traj_infos, opt_info)
         self._last_sampler_itr = sampler_itr
 
     def log_diagnostics(self, itr: int, sampler_itr: int,  # type: ignore[override]
-                        throttle_time: float, traj_infos: list | None = None,
+                        throttle_time: float, traj_infos: Sequence[TrajInfo] | None = None,
                         prefix: str = "Diagnostics/") -> dict[str, Any]:
         """Save the snapshot, write one diagnostics row and hand it to the callbacks.
 
@@ -64,17 +97,19 @@ class AsyncRlDiagnostics(MinibatchRlBase):
             itr: optimizer iteration (-1: the evaluation before any training).
             sampler_itr: the sampler's iteration when the row is written.
             throttle_time: seconds the optimizer waited for the sampler since the last row.
-            traj_infos: TrajInfos to summarize (default: the runner's window).
+            traj_infos: TrajInfos to summarize (default: the runner's window; an
+                evaluating runner's rows summarize the evaluations that arrived).
 
         Returns:
             the row, keyed like progress.csv's columns.
         """
         if itr >= 0:
             self.save_itr_snapshot(itr)
+        stats, ctrl = self.stats, self.ctrl
         new_time = time.time()
-        self._cum_time = new_time - self._start_time
-        elapsed = max(new_time - self._last_time, 1e-9)
-        new_updates = self.algo.update_counter - self._last_update_counter
+        stats.cum_time = new_time - stats.start_time
+        elapsed = max(new_time - stats.last_time, 1e-9)
+        new_updates = self.algo.update_counter - stats.last_update_counter
         new_samples = self.sampler_batch_size * (sampler_itr - self._log_sampler_itr)
         batch_size, ws = self.algo.batch_size, self.world_size
         cum_samples = sampler_itr * self.sampler_batch_size
@@ -82,47 +117,39 @@ class AsyncRlDiagnostics(MinibatchRlBase):
         learn_samples = self.sampler_batch_size * (sampler_itr - self._learn_start_itr)
         learning_ratio = (self.algo.update_counter * batch_size * ws / learn_samples
                           if learn_samples > 0 else float("nan"))
-        with logger.tabular_prefix(prefix):
-            logger.record_tabular("Iteration", itr)
-            logger.record_tabular("SamplerIteration", sampler_itr)
-            logger.record_tabular("CumTime (s)", self._cum_time)
-            logger.record_tabular("CumSteps", cum_samples)
-            logger.record_tabular("CumUpdates", self.algo.update_counter)
-            logger.record_tabular("ReplayRatio", replay_ratio)
-            logger.record_tabular("CumReplayRatio",
-                                  self.algo.update_counter * batch_size * ws / max(1, cum_samples))
-            logger.record_tabular("LearningReplayRatio", learning_ratio)
-            logger.record_tabular("StepsPerSecond", new_samples / elapsed)
-            if self._eval:
-                eval_time = self.ctrl.eval_time.value if self.ctrl is not None else 0.
-                non_eval = max(elapsed - (eval_time - self._last_eval_time), 1e-9)
-                logger.record_tabular("NonEvalSamplesPerSecond", new_samples / non_eval)
-                self._last_eval_time = eval_time
-            logger.record_tabular("UpdatesPerSecond", new_updates / elapsed)
-            logger.record_tabular("OptThrottle", (elapsed - throttle_time) / elapsed)
-            sampler_wait = self.ctrl.sampler_wait_time.value if self.ctrl is not None else 0.
-            logger.record_tabular("SamplerThrottle",
-                                  max(elapsed - (sampler_wait - self._last_sampler_wait), 0.)
-                                  / elapsed)
-            self._last_sampler_wait = sampler_wait
-            logger.record_tabular("NonFiniteUpdates", getattr(self.algo, "non_finite_updates", 0))
-            for key, value in sampler_diagnostics(self.sampler).items():
-                logger.record_tabular(key, value)
-        self._log_infos(traj_infos)
-        diagnostics = logger.dump_tabular(with_prefix=False)
+        row = DiagnosticsRow(prefix)
+        non_eval_rate = None
+        if self.evaluation is not None:
+            traj_infos = self.evaluation.take()
+            eval_time = ctrl.eval_time.value if ctrl is not None else 0.
+            self.evaluation.add_columns(row, traj_infos, eval_time)
+            non_eval_rate = new_samples / max(elapsed - (eval_time - self._last_eval_time), 1e-9)
+            self._last_eval_time = eval_time
+        else:
+            window = list(stats.traj_window or [])
+            row.add("CumCompletedTrajs", stats.cum_completed_trajs)
+            row.add_window(window, stats.new_completed_trajs)
+            stats.new_completed_trajs = 0
+            traj_infos = window if traj_infos is None else list(traj_infos)
+        sampler_wait = ctrl.sampler_wait_time.value if ctrl is not None else 0.
+        row.add_async_counters(
+            itr, sampler_itr, stats, self.algo, cum_steps=cum_samples,
+            replay_ratio=replay_ratio,
+            cum_replay_ratio=self.algo.update_counter * batch_size * ws / max(1, cum_samples),
+            learning_replay_ratio=learning_ratio, steps_per_second=new_samples / elapsed,
+            non_eval_steps_per_second=non_eval_rate, updates_per_second=new_updates / elapsed,
+            opt_throttle=(elapsed - throttle_time) / elapsed,
+            sampler_throttle=max(elapsed - (sampler_wait - self._last_sampler_wait), 0.) / elapsed)
+        self._last_sampler_wait = sampler_wait
+        diagnostics = row.write(self.sampler, traj_infos, stats.take_opt_infos())
         interval_learns = self._log_sampler_itr >= self._learn_start_itr
         self._warn_if_ratio_dropped(replay_ratio if interval_learns else float("nan"),
                                     new_samples, learning_ratio, learn_samples)
-        self._last_time = new_time
-        self._last_update_counter = self.algo.update_counter
+        stats.last_time = new_time
+        stats.last_update_counter = self.algo.update_counter
         self._log_sampler_itr = sampler_itr
-        stopped_by = self._call_callbacks("on_log", itr, diagnostics)
-        if stopped_by:
-            names = ", ".join(repr(callback) for callback in stopped_by)
-            self._stop_reason = f"{names} returned False from on_log at iteration {itr}"
-            logger.log(f"Stopping the run: {self._stop_reason}.")
+        self._report_row(itr, diagnostics)
         return diagnostics
-
 
     def _warn_if_ratio_dropped(self, interval_ratio: float, interval_steps: int,
                                learning_ratio: float, learning_steps: int) -> None:

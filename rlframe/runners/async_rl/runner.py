@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections import deque
 from typing import TYPE_CHECKING, Any, Sequence
 
 from rlframe.runners.async_rl.diagnostics import AsyncRlDiagnostics
@@ -15,13 +14,19 @@ from rlframe.runners.async_rl.schedule import OPT_POLL_S, THROTTLE_WAIT, _poll_u
 from rlframe.runners.async_rl.supervise import (FAILURE_GRACE_S, JOIN_TIMEOUT_S, AsyncRlError,
                                                 AsyncRlSupervision, _broke_ranks)
 from rlframe.runners.callbacks import Callback
+from rlframe.runners.evaluation import AsyncEvaluation
 from rlframe.utils.checks import positive_int
 from rlframe.utils.launching.pinning import check_async_affinity
 from rlframe.utils.logging import logger
 from rlframe.utils.synchronize import check_start_method, drain_queue
 
 if TYPE_CHECKING:
+    from multiprocessing.process import BaseProcess
+
+    from rlframe.agents.base import BaseAgent
+    from rlframe.algos.base import RlAlgorithm
     from rlframe.runners.async_rl.control import AsyncControl
+    from rlframe.samplers.base import BaseSampler
 
 ALGO_ASYNC_ATTRIBUTES = ("async_initialize", "optim_initialize", "samples_to_buffer",
                          "optimize_agent", "updates_per_sync", "replay_ratio", "batch_size",
@@ -69,12 +74,17 @@ class AsyncRlBase(AsyncRlLaunch, AsyncRlSupervision, AsyncRlDiagnostics):
 
     _async = True
 
-    def __init__(self, algo: Any, agent: Any, sampler: Any, n_steps: int | float,
-                 affinity: dict, seed: int | None = None,
+    def __init__(self, algo: RlAlgorithm, agent: BaseAgent, sampler: BaseSampler,
+                 n_steps: int | float, affinity: dict, seed: int | None = None,
                  log_interval_steps: int | float = 1e5,
                  callbacks: Sequence[Callback] | None = None, start_method: str | None = None,
-                 sampler_lead_steps: int | float | None = None, pg_timeout: float = 1800.):
+                 sampler_lead_steps: int | float | None = None, pg_timeout: float = 1800.,
+                 evaluation: AsyncEvaluation | None = None):
         name = type(self).__name__
+        if evaluation is not None and not isinstance(evaluation, AsyncEvaluation):
+            raise TypeError(f"{name}: evaluation must be an AsyncEvaluation (from "
+                            "rlframe.runners.evaluation; the sampler process evaluates) or "
+                            f"None, got {type(evaluation).__name__}.")
         if not isinstance(affinity, dict) or "optimizer" not in affinity:
             raise TypeError(f"{name}: affinity must be an asynchronous affinity dict with "
                             "'optimizer' and 'sampler' entries, e.g. make_affinity(n_cpu_core=2, "
@@ -114,9 +124,9 @@ class AsyncRlBase(AsyncRlLaunch, AsyncRlSupervision, AsyncRlDiagnostics):
         self.pg_timeout = float(pg_timeout)
         super().__init__(algo=algo, agent=agent, sampler=sampler, n_steps=n_steps, seed=seed,
                          affinity=affinity, log_interval_steps=log_interval_steps,
-                         callbacks=callbacks)
+                         callbacks=callbacks, evaluation=evaluation)
         self.ctrl: AsyncControl | None = None
-        self.processes: dict[str, Any] = {}
+        self.processes: dict[str, BaseProcess] = {}
         self.traj_infos_queue: Any = None
         self.error_queue: Any = None
         self._failure: str | None = None
@@ -208,17 +218,33 @@ class AsyncRlBase(AsyncRlLaunch, AsyncRlSupervision, AsyncRlDiagnostics):
             itr = 0 if self.last_completed_itr is None else self.last_completed_itr
             self.store_diagnostics(itr, self.ctrl.sampler_itr.value,
                                    [] if self._eval else traj_infos, None)
-            if self._eval:
-                self._eval_traj_infos.extend(traj_infos)
+            if self.evaluation is not None:
+                self.evaluation.traj_infos.extend(traj_infos)
             self.log_diagnostics(itr, self.ctrl.sampler_itr.value, throttle_time)
 
-    def at_log_point(self, itr: int, sampler_itr: int, throttle_time: float) -> None:
-        """Write a diagnostics row (the eval runner first takes one evaluation's TrajInfos)."""
+    def before_training(self) -> None:
+        """Evaluating: log the evaluation of the untrained agent (sampler iteration 0;
+        not when the run resumes)."""
+        if self.evaluation is None or self.start_itr > 0:
+            return
+        while self.ctrl.sampler_itr.value < 1 and not self.ctrl.quit.value:
+            self._raise_if_failed()
+            time.sleep(THROTTLE_WAIT)
+        self.evaluation.traj_infos.extend(self._drain_one_evaluation())
+        self.log_diagnostics(-1, 0, 0.)
+
+    def at_log_point(self, itr: int, sampler_itr: int,  # type: ignore[override]
+                     throttle_time: float) -> None:
+        """Write a diagnostics row (evaluating, after taking one evaluation's TrajInfos)."""
+        if self.evaluation is not None:
+            with self.ctrl.sampler_itr.get_lock():
+                self.evaluation.traj_infos.extend(self._drain_one_evaluation())
         self.log_diagnostics(itr, sampler_itr, throttle_time)
 
 
 class AsyncRl(AsyncRlBase):
-    """Logs the online performance of the training trajectories.
+    """Logs the online performance of the training trajectories (with
+    ``evaluation=AsyncEvaluation()``, the rows of :class:`AsyncRlEval`).
 
     Args:
         log_traj_window: completed training trajectories kept for statistics.
@@ -229,75 +255,18 @@ class AsyncRl(AsyncRlBase):
         super().__init__(*args, **kwargs)
         self.log_traj_window = positive_int("log_traj_window", log_traj_window)
 
-    def initialize_logging(self) -> None:
-        self._traj_infos: deque = deque(maxlen=self.log_traj_window)
-        self._new_completed_trajs = 0
-        super().initialize_logging()
-
-    def store_diagnostics(self, itr: int, sampler_itr: int, traj_infos: list,
-                          opt_info: Any) -> None:
-        self._new_completed_trajs += len(traj_infos)
-        self._traj_infos.extend(traj_infos)
-        super().store_diagnostics(itr, sampler_itr, traj_infos, opt_info)
-
-    def log_diagnostics(self, itr: int, sampler_itr: int, throttle_time: float,
-                        traj_infos: list | None = None,
-                        prefix: str = "Diagnostics/") -> dict[str, Any]:
-        with logger.tabular_prefix(prefix):
-            logger.record_tabular("CumCompletedTrajs", self._cum_completed_trajs)
-            logger.record_tabular("NewCompletedTrajs", self._new_completed_trajs)
-            logger.record_tabular("StepsInTrajWindow",
-                                  sum(info["Length"] for info in self._traj_infos))
-        self._new_completed_trajs = 0
-        return super().log_diagnostics(itr, sampler_itr, throttle_time, list(self._traj_infos),
-                                       prefix=prefix)
-
 
 class AsyncRlEval(AsyncRlBase):
     """Logs offline performance: the sampler process evaluates the agent every
-    ``log_interval_itrs`` sampler iterations (from iteration 0).
+    ``log_interval_itrs`` sampler iterations (from iteration 0); an
+    :class:`AsyncRlBase` with an :class:`~rlframe.runners.evaluation.AsyncEvaluation`.
 
     The first row, from the evaluation before any training, has ``Iteration`` -1
     (as in :class:`MinibatchRlEval`, every row's ``Iteration`` is unique).
     """
 
-    _eval = True
+    evaluation: AsyncEvaluation
 
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self._check_eval_sampler()
-
-    def initialize_logging(self) -> None:
-        self._eval_traj_infos: list = []
-        super().initialize_logging()
-
-    def before_training(self) -> None:
-        """Log the evaluation of the untrained agent (sampler iteration 0; not when the
-        run resumes)."""
-        if self.start_itr > 0:
-            return
-        while self.ctrl.sampler_itr.value < 1 and not self.ctrl.quit.value:
-            self._raise_if_failed()
-            time.sleep(THROTTLE_WAIT)
-        self._eval_traj_infos.extend(self._drain_one_evaluation())
-        self.log_diagnostics(-1, 0, 0.)
-
-    def at_log_point(self, itr: int, sampler_itr: int, throttle_time: float) -> None:
-        with self.ctrl.sampler_itr.get_lock():
-            self._eval_traj_infos.extend(self._drain_one_evaluation())
-        self.log_diagnostics(itr, sampler_itr, throttle_time)
-
-    def log_diagnostics(self, itr: int, sampler_itr: int, throttle_time: float,
-                        traj_infos: list | None = None,
-                        prefix: str = "Diagnostics/") -> dict[str, Any]:
-        eval_traj_infos = self._eval_traj_infos
-        if not eval_traj_infos:
-            logger.log("WARNING: had no complete trajectories in eval.")
-        with logger.tabular_prefix(prefix):
-            logger.record_tabular("StepsInEval", sum(info["Length"] for info in eval_traj_infos))
-            logger.record_tabular("TrajsInEval", len(eval_traj_infos))
-            logger.record_tabular("CumEvalTime",
-                                  self.ctrl.eval_time.value if self.ctrl is not None else 0.)
-        self._eval_traj_infos = []
-        return super().log_diagnostics(itr, sampler_itr, throttle_time, eval_traj_infos,
-                                       prefix=prefix)
+    def __init__(self, *args: Any, evaluation: AsyncEvaluation | None = None, **kwargs: Any):
+        super().__init__(*args, evaluation=AsyncEvaluation() if evaluation is None
+                         else evaluation, **kwargs)

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from rlframe.agents.base import AgentInputs
     from rlframe.samplers.collections import Samples, TrajInfo
     from rlframe.samplers.stepping import TrajTracker
+    from rlframe.utils.collections import AttrDict
 
 
 class DoubleBufferCollectorMixin:
@@ -33,7 +34,7 @@ class DoubleBufferCollectorMixin:
 
     double_buffer: tuple[Samples, ...]
     samples_np: Samples
-    sync: Any
+    sync: AttrDict
 
     def __init__(self, *args: Any, samples_np: Sequence[Samples], **kwargs: Any):
         if not isinstance(samples_np, (tuple, list)) or len(samples_np) != N_DOUBLE_BUFFER:

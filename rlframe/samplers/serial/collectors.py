@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
-from rlframe.samplers.collectors import BaseEvalCollector, agent_step_mode, step_with_agent
-from rlframe.utils.logging import logger
+from rlframe.samplers.collectors import BaseEvalCollector
 
 if TYPE_CHECKING:
     from rlframe.agents.base import BaseAgent
@@ -33,22 +32,3 @@ class SerialEvalCollector(BaseEvalCollector):
         super().__init__(rank=0, envs=envs, TrajInfoCls=TrajInfoCls, traj_infos_queue=None,
                          max_T=max_T, agent=agent, traj_info_kwargs=traj_info_kwargs)
         self.max_trajectories = max_trajectories
-
-    def collect_evaluation(self, itr: int) -> list[TrajInfo]:
-        stepper, agent = self.stepper, self.agent
-        stepper.start()
-        agent.reset()
-        agent.eval_mode(itr)
-        completed: list[TrajInfo] = []
-        with agent_step_mode(agent):
-            for t in range(self.max_T):
-                step_with_agent(agent, stepper, t)
-                completed.extend(stepper.pop_completed())
-                if (self.max_trajectories is not None
-                        and len(completed) >= self.max_trajectories):
-                    logger.log("Evaluation reached max num trajectories "
-                               f"({self.max_trajectories}).")
-                    break
-            else:
-                logger.log(f"Evaluation reached max num time steps ({self.max_T}).")
-        return completed

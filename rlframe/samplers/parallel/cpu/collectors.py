@@ -63,16 +63,5 @@ class CpuEvalCollector(BaseEvalCollector):
     agent: BaseAgent
     sync: AttrDict
 
-    def collect_evaluation(self, itr: int) -> None:
-        stepper, agent = self.stepper, self.agent
-        stepper.start()
-        agent.reset()
-        agent.eval_mode(itr)
-        with agent_step_mode(agent):
-            for t in range(self.max_T):
-                step_with_agent(agent, stepper, t)
-                for traj_info in stepper.pop_completed():
-                    self.traj_infos_queue.put(traj_info)
-                if self.sync.stop_eval.value:
-                    break
-        self.traj_infos_queue.put(None)  # End sentinel.
+    def _evaluation_done(self, completed: list[TrajInfo]) -> bool:
+        return bool(self.sync.stop_eval.value)  # The master has enough trajectories.

@@ -9,6 +9,7 @@ master reads them in place.
 """
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING
 
 from rlframe.agents.base import AgentInputs
@@ -81,20 +82,25 @@ class GpuEvalCollector(BaseEvalCollector):
         step_np = self.step_buffer_np
         return AgentInputs(step_np.observation, step_np.action, step_np.reward)
 
-    def collect_evaluation(self, itr: int) -> None:
-        stepper, step_np = self.stepper, self.step_buffer_np
-        stepper.start()
-        step_np.done[:] = False
-        obs_ready = self.sync.eval_obs_ready[self.rank]
-        act_ready = self.sync.eval_act_ready[self.rank]
-        obs_ready.release()
-        for t in range(self.max_T):
-            wait_for(act_ready, self.sync.master_pid)
-            if self.sync.stop_eval.value:
-                break
-            step_np.done[:] = stepper.step(t, step_np.action, step_np.agent_info)
-            for traj_info in stepper.pop_completed():
-                self.traj_infos_queue.put(traj_info)
-            if t < self.max_T - 1:
-                obs_ready.release()
-        self.traj_infos_queue.put(None)  # End sentinel.
+    def _begin_evaluation(self, itr: int) -> None:
+        self.step_buffer_np.done[:] = False
+        self.sync.eval_obs_ready[self.rank].release()
+
+    def _step_mode(self) -> AbstractContextManager:
+        return nullcontext()  # The master acts.
+
+    def _step_envs(self, t: int) -> bool:
+        """Wait for the master's actions; a stop it set with them ends the evaluation."""
+        wait_for(self.sync.eval_act_ready[self.rank], self.sync.master_pid)
+        if self.sync.stop_eval.value:
+            return False
+        step_np = self.step_buffer_np
+        step_np.done[:] = self.stepper.step(t, step_np.action, step_np.agent_info)
+        return True
+
+    def _after_step(self, t: int) -> None:
+        if t < self.max_T - 1:
+            self.sync.eval_obs_ready[self.rank].release()  # Observations for step t + 1.
+
+    def _evaluation_done(self, completed: list[TrajInfo]) -> bool:
+        return False  # The master's stop comes with its next actions (see _step_envs).
