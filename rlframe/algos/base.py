@@ -12,7 +12,8 @@ import functools
 import inspect
 import math
 import warnings
-from typing import TYPE_CHECKING, Any, Callable, Iterable, NamedTuple
+from typing import (TYPE_CHECKING, Any, Callable, Iterable, NamedTuple, Protocol,
+                    runtime_checkable)
 
 import numpy as np
 import torch
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from rlframe.agents.base import BaseAgent
     from rlframe.replays.base import BaseReplayBuffer
     from rlframe.samplers.collections import BatchSpec, Examples, Samples
+    from rlframe.utils.collections import NamedArrayTuple
 
 
 class NonFiniteError(FloatingPointError):
@@ -34,11 +36,16 @@ class NonFiniteError(FloatingPointError):
 
 
 class RlAlgorithm:
-    """Base class of all algorithms.
+    """Base class of all algorithms, and the contract synchronous runners rely on.
 
-    Runners read ``opt_info_fields`` (logged statistics), ``bootstrap_value``
-    (whether the sampler stores the value after each batch), ``update_counter``,
-    ``batch_size`` and ``non_finite_updates``.
+    Runners call :meth:`initialize` once (after the sampler's, with its
+    ``examples``), then :meth:`optimize_agent` with each ``[T, B]`` batch, which
+    returns the iteration's ``OptInfo``; snapshots save :meth:`optim_state_dict`
+    and :meth:`state_dict`, and resuming loads them back. Runners read
+    ``opt_info_fields`` (logged statistics), ``bootstrap_value`` (whether the
+    sampler stores the value after each batch), ``update_counter``,
+    ``batch_size`` and ``non_finite_updates``. Asynchronous runners need more:
+    see :class:`AsyncAlgorithm`.
 
     Non-finite guard: an update whose loss or gradient norm is not finite (NaN
     or infinite) is skipped, so the weights stay finite, and counted in
@@ -54,7 +61,8 @@ class RlAlgorithm:
     """
 
     agent: BaseAgent  # Attached by initialize().
-    opt_info_fields: tuple = ()
+    optimizer: torch.optim.Optimizer  # Built by initialize() (or optim_initialize()).
+    opt_info_fields: tuple[str, ...] = ()
     bootstrap_value: bool = False
     update_counter: int = 0
     clip_grad_norm: float = float("inf")
@@ -178,9 +186,10 @@ class RlAlgorithm:
             functions[name] = _compile_method(type(self), name)
         return functools.partial(functions[name], self)
 
-    def check_update(self, samples: Any) -> bool:
-        """Account for the update just made on ``samples`` (its input batch): count it if
-        it was skipped, warn at the first, raise once ``non_finite_limit`` come in a row.
+    def check_update(self, samples: NamedArrayTuple | None) -> bool:
+        """Account for the update just made on ``samples`` (its input batch: the sampler's
+        ``Samples`` or a replay minibatch): count it if it was skipped, warn at the
+        first, raise once ``non_finite_limit`` come in a row.
 
         Returns:
             True if the update was made, False if it was skipped (its statistics and
@@ -206,7 +215,47 @@ class RlAlgorithm:
         return False
 
 
-def check_optimizer(OptimCls: Any, optim_kwargs: Any) -> dict:
+@runtime_checkable
+class AsyncAlgorithm(Protocol):
+    """What an asynchronous runner (``AsyncRl``) needs of its algorithm: the replay it
+    shares with the sampler's memory copiers, and the optimizer built in the optimizer
+    process. Every :class:`~rlframe.algos.off_policy.OffPolicyAlgorithm` keeps it;
+    on-policy algorithms (A2C, PPO) do not.
+
+    ``isinstance(algo, AsyncAlgorithm)`` checks that the members exist.
+    """
+
+    replay_ratio: float  # Transitions trained on per transition collected.
+    updates_per_sync: int  # Updates per optimize_agent() call.
+    min_steps_learn: int  # Env steps collected before the first update.
+
+    @property
+    def batch_size(self) -> int:
+        """Transitions (or sequences) per update."""
+        ...
+
+    def async_initialize(self, agent: BaseAgent, sampler_n_itr: int, batch_spec: BatchSpec,
+                         mid_batch_reset: bool, examples: Examples,
+                         world_size: int = 1) -> BaseReplayBuffer:
+        """In the runner's process: build the shared replay buffer and return it."""
+        ...
+
+    def optim_initialize(self, rank: int = 0) -> None:
+        """In the optimizer process: build the optimizers."""
+        ...
+
+    def samples_to_buffer(self, samples: Samples) -> NamedArrayTuple:
+        """A sampler batch [T, B] in the replay's layout (memory copiers append it)."""
+        ...
+
+    def optimize_agent(self, itr: int, samples: Samples | None = None,
+                       sampler_itr: int | None = None) -> NamedTuple:
+        """``updates_per_sync`` updates from the replay (``samples`` is None)."""
+        ...
+
+
+def check_optimizer(OptimCls: type[torch.optim.Optimizer],
+                    optim_kwargs: dict[str, Any] | None) -> dict[str, Any]:
     """Raise unless ``OptimCls`` is a torch optimizer class that takes ``optim_kwargs``.
 
     Algorithms call this in their constructors, so a wrong optimizer fails before
@@ -290,7 +339,7 @@ def read_stats(stats: dict[str, list]) -> dict[str, list[float]]:
     return out
 
 
-def check_compile(compile: Any) -> bool:
+def check_compile(compile: bool) -> bool:
     """Validate an algorithm's ``compile`` argument (a bool; torch.compile must exist)."""
     if not isinstance(compile, bool):
         raise TypeError(f"compile must be True or False, got {compile!r}.")
@@ -319,7 +368,7 @@ def _compile_method(cls: type, name: str) -> Callable:
     return call
 
 
-def non_finite_source(samples: Any, agent: Any) -> str:
+def non_finite_source(samples: NamedArrayTuple | None, agent: BaseAgent) -> str:
     """Where a batch's non-finite values come from, in words: the environment's
     observations or rewards first (the usual root cause), else the model's outputs."""
     bad = [path for path, leaf in iter_leaves(samples)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -43,6 +43,8 @@ from rlframe.utils.logging import logger
 if TYPE_CHECKING:
     from typing import NamedTuple, TypeAlias
 
+    import numpy.typing as npt
+
     from rlframe.agents.base import BaseAgent
     from rlframe.replays.layouts import SamplesFromReplay, SequenceSamplesFromReplay
     from rlframe.samplers.collections import BatchSpec, Examples, Samples
@@ -59,7 +61,7 @@ else:
                                         ["observation", "action", "reward", "done", "timeout"])
 
 
-def is_frame_stack(observation: Any) -> bool:
+def is_frame_stack(observation: npt.ArrayLike) -> bool:
     """Whether an example observation looks like stacked uint8 frames [C, H, W]."""
     observation = np.asarray(observation)
     return observation.dtype == np.uint8 and observation.ndim == 3
@@ -72,6 +74,13 @@ class OffPolicyAlgorithm(RlAlgorithm):
     :meth:`optim_initialize` and :meth:`update`, and may override
     :meth:`replay_layout`, :meth:`examples_to_buffer`, :meth:`samples_to_buffer`
     and :meth:`agent_setup`.
+
+    Contract, beyond :class:`RlAlgorithm`'s: :meth:`initialize_replay_buffer` builds
+    ``replay_buffer`` from the sampler's examples; :meth:`optimize_agent` appends
+    :meth:`samples_to_buffer` of each batch to it, then trains on minibatches of it.
+    With an asynchronous runner (:class:`~rlframe.algos.base.AsyncAlgorithm`),
+    :meth:`async_initialize` builds a shared replay that memory copiers fill, and
+    :meth:`optim_initialize` runs in the optimizer process.
 
     Args:
         discount: reward discount (gamma), also used inside the n-step return.

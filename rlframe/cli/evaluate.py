@@ -280,7 +280,7 @@ def _frame_source(env: Env) -> Callable[[], np.ndarray]:
                            f"({INSTALL_HINT} installs pygame).") from None
     if frame is None or getattr(frame, "ndim", 0) != 3:
         raise CommandError("--video: the env renders no RGB frames in render_mode='rgb_array'.")
-    return env.render
+    return env.render  # type: ignore[return-value]  # rgb_array mode: frames, checked above.
 
 
 def _open_video(path: str, video_format: str, fps: float) -> VideoWriter:

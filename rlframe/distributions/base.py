@@ -24,7 +24,7 @@ class Distribution:
         """Size of the event (number of actions, or action vector length)."""
         raise NotImplementedError
 
-    def sample(self, dist_info: Any) -> torch.Tensor:
+    def sample(self, dist_info: NamedArrayTuple | torch.Tensor) -> torch.Tensor:
         """Draw one sample per leading position of ``dist_info``.
 
         ``dist_info`` is what the distribution samples from: its parameters as a
@@ -32,7 +32,7 @@ class Distribution:
         """
         raise NotImplementedError
 
-    def mode(self, dist_info: Any) -> torch.Tensor:
+    def mode(self, dist_info: NamedArrayTuple | torch.Tensor) -> torch.Tensor:
         """The most likely value per leading position of ``dist_info`` (deterministic
         acting); same shape and dtype as :meth:`sample`."""
         raise NotImplementedError(f"{type(self).__name__} defines no mode().")

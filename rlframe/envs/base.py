@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from collections import namedtuple
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from rlframe.spaces.base import Space
+    from rlframe.spaces.base import Space, SpaceValue
 
 EnvStep = namedtuple("EnvStep", ["observation", "reward", "done", "env_info"])
 """What ``Env.step`` returns; collectors unpack ``o, r, d, info = env.step(a)``."""
@@ -28,7 +28,7 @@ class Env:
     _action_space: Space
     _observation_space: Space
 
-    def step(self, action: Any) -> EnvStep:
+    def step(self, action: SpaceValue) -> EnvStep:
         """Advance one step.
 
         Args:
@@ -39,7 +39,7 @@ class Env:
         """
         raise NotImplementedError
 
-    def reset(self) -> Any:
+    def reset(self) -> SpaceValue:
         """Start a new episode and return its first observation."""
         raise NotImplementedError
 

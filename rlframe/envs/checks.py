@@ -11,12 +11,14 @@ becomes 44). Observations are checked at construction and on the first
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import gymnasium as gym
 import numpy as np
 
 from rlframe.spaces.gym_wrapper import GymSpaceWrapper
+
+ResultT = TypeVar("ResultT")
 
 CHECKED_OBSERVATIONS = 8
 """Observations (of resets and steps) each env has checked after construction's two."""
@@ -26,7 +28,7 @@ _GYMNASIUM_API = ("rlframe steps gymnasium envs: reset() returns (obs, info) wit
                   "info).")
 
 
-def env_name(env: Any) -> str:
+def env_name(env: object) -> str:
     """How messages name a gymnasium env: ``env id='CartPole-v1'``, or its class."""
     spec = getattr(env, "spec", None)
     if spec is not None and getattr(spec, "id", None):
@@ -34,7 +36,7 @@ def env_name(env: Any) -> str:
     return f"env {type(getattr(env, 'unwrapped', env)).__name__}"
 
 
-def call_env(method: Any, what: str, name: str, *args: Any) -> Any:
+def call_env(method: Callable[..., ResultT], what: str, name: str, *args: object) -> ResultT:
     """``method(*args)``, e.g. ``env.step(action)``, naming the old gym API when it fails.
 
     A gymnasium wrapper (``TimeLimit``, the passive checker of ``gymnasium.make``)
@@ -57,7 +59,7 @@ def call_env(method: Any, what: str, name: str, *args: Any) -> Any:
                         f"{_GYMNASIUM_API} Port the env to gymnasium's API.") from e
 
 
-def check_reset_result(result: Any, name: str) -> tuple[Any, Mapping]:
+def check_reset_result(result: object, name: str) -> tuple[Any, Mapping]:
     """Return ``(obs, info)`` from ``env.reset()``'s ``result``, or raise TypeError.
 
     The old gym API's ``reset()`` returns only the observation.
@@ -76,7 +78,7 @@ def check_reset_result(result: Any, name: str) -> tuple[Any, Mapping]:
                     "gymnasium's API.")
 
 
-def check_step_result(result: Any, name: str) -> tuple:
+def check_step_result(result: object, name: str) -> tuple:
     """Return ``env.step()``'s ``result`` if it has gymnasium's five values, or raise TypeError.
 
     The old gym API's ``step()`` returns four: ``(obs, reward, done, info)``.
@@ -94,7 +96,7 @@ def check_step_result(result: Any, name: str) -> tuple:
                     "ended) and truncated (a time limit).")
 
 
-def check_observation(obs: Any, space: GymSpaceWrapper, name: str, where: str) -> None:
+def check_observation(obs: object, space: GymSpaceWrapper, name: str, where: str) -> None:
     """Raise ValueError unless ``obs`` fits ``space``: its shape, and values its dtype holds.
 
     Values must survive the cast to the space's dtype: exactly for integer and
@@ -201,15 +203,16 @@ class ObservationCheckWrapper(gym.Wrapper):
         self._env_name = name
         self._checks_left = checks
 
-    def step(self, action: Any) -> tuple:
+    def step(self, action: object) -> tuple:
         """The inner env's step, its observation checked."""
         result = self.env.step(action)
         self._check(result[0], "step()")
         return result
 
-    def reset(self, **kwargs: Any) -> tuple:
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
+              ) -> tuple:
         """The inner env's reset, its observation checked."""
-        result = self.env.reset(**kwargs)
+        result = self.env.reset(seed=seed, options=options)
         self._check(result[0], "reset()")
         return result
 

@@ -47,13 +47,16 @@ from rlframe.spaces.gym_wrapper import GymSpaceWrapper
 from rlframe.utils.buffer import buffer_from_example
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from rlframe.envs.base import Env
+    from rlframe.spaces.base import SpaceValue
 
 INT32_LIMIT = 2 ** 31
 """EnvPool takes int32 seeds: env ``b``'s ``seed + b`` must stay below this."""
 
 
-def import_envpool() -> Any:
+def import_envpool() -> ModuleType:
     """The ``envpool`` module, or an ImportError saying how to install it."""
     try:
         import envpool
@@ -143,7 +146,7 @@ class EnvPoolVecEnv(VecEnv):
                           f"task {task_id!r} is built with its own defaults.", stacklevel=2)
         return cls(task_id, n_envs, max_episode_steps=env_kwargs.get("max_episode_steps"))
 
-    def reset(self, idx: np.ndarray | None = None) -> Any:
+    def reset(self, idx: np.ndarray | None = None) -> SpaceValue:
         """Start new episodes in every env (or those in ``idx``).
 
         After :meth:`seed`, the next reset must name every env (it builds the new pool).
@@ -171,7 +174,7 @@ class EnvPoolVecEnv(VecEnv):
             observation = _take_rows(observation, order)
         return self._observation_space.convert(observation)
 
-    def step(self, action: Any, idx: np.ndarray | None = None) -> VecStep:
+    def step(self, action: SpaceValue, idx: np.ndarray | None = None) -> VecStep:
         """Step every env (or those in ``idx``) once.
 
         Args:
@@ -220,7 +223,7 @@ class EnvPoolVecEnv(VecEnv):
         self._action_sampler.seed(seed)
         self._observation_space.seed(seed)
 
-    def sample_actions(self) -> Any:
+    def sample_actions(self) -> SpaceValue:
         """Random action rows [B], row ``b`` from env ``b``'s action space."""
         return self._action_sampler.sample()
 

@@ -29,7 +29,7 @@ import difflib
 import functools
 import warnings
 from collections.abc import Mapping
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, cast
 
 import gymnasium as gym
 import numpy as np
@@ -39,6 +39,10 @@ from rlframe.envs.checks import (CHECKED_OBSERVATIONS, call_env, check_observati
                                  check_reset_result, check_step_result, env_name)
 from rlframe.spaces.gym_wrapper import GymSpaceWrapper, to_identifier
 from rlframe.utils.collections import is_namedtuple, namedtuple_cls
+
+if TYPE_CHECKING:
+    from rlframe.spaces.base import SpaceValue
+    from rlframe.utils.buffer import ArrayTree
 
 INFO_NAME = "info"
 _INT_ACTIONS = (np.int64, int)  # Handed to Discrete spaces without conversion.
@@ -67,7 +71,8 @@ class GymEnvWrapper(Env):
         force_float32: present ``float64`` boxes as ``float32``.
     """
 
-    def __init__(self, env: gym.Env, act_null_value: Any = 0, obs_null_value: Any = 0,
+    def __init__(self, env: gym.Env, act_null_value: float | None = 0,
+                 obs_null_value: float | None = 0,
                  force_float32: bool = True) -> None:
         self.env: gym.Env = env
         self._action_space: GymSpaceWrapper = GymSpaceWrapper(
@@ -79,8 +84,9 @@ class GymEnvWrapper(Env):
         # Fast paths of step(): int64 or Python ints go to Discrete envs as they are, and
         # observations already of the converted dtype are not converted again.
         self._int_actions: bool = isinstance(env.action_space, gym.spaces.Discrete)
-        self._obs_dtype: np.dtype | None = (None if self._observation_space.is_composite
-                                            else self._observation_space.dtype)
+        self._obs_dtype: np.dtype | None = (
+            None if self._observation_space.is_composite
+            else cast(np.dtype, self._observation_space.dtype))  # Not composite: one dtype.
         self._next_reset_seed: int | None = None
         self._warned_keys: set[str] = set()
         self._env_name: str = env_name(env)
@@ -103,7 +109,7 @@ class GymEnvWrapper(Env):
                                   for t in (False, True))
         self._flat_info = _FlatInfoConverter(self._info_example)
 
-    def step(self, action: Any) -> EnvStep:
+    def step(self, action: SpaceValue) -> EnvStep:
         """Step the gymnasium env.
 
         Args:
@@ -126,7 +132,7 @@ class GymEnvWrapper(Env):
         return EnvStep(obs, np.float32(reward), bool(terminated or truncated), env_info)
 
     @staticmethod
-    def step_rows(envs: Sequence[GymEnvWrapper], action: Any, observation: Any,
+    def step_rows(envs: Sequence[GymEnvWrapper], action: SpaceValue, observation: ArrayTree,
                   reward: np.ndarray, done: np.ndarray) -> list[tuple]:
         """Step each of ``envs`` once as :meth:`step` does, writing its values into rows.
 
@@ -159,7 +165,7 @@ class GymEnvWrapper(Env):
             done[i] = terminated or truncated
         return env_infos
 
-    def reset(self) -> Any:
+    def reset(self) -> SpaceValue:
         """Start an episode (seeded if :meth:`seed` was called since); return the observation."""
         seed, self._next_reset_seed = self._next_reset_seed, None
         obs, _ = self.env.reset(seed=seed)
@@ -190,7 +196,7 @@ class GymEnvWrapper(Env):
         """The innermost gymnasium env."""
         return self.env.unwrapped
 
-    def render(self) -> Any:
+    def render(self) -> np.ndarray | list[np.ndarray] | str | None:
         """Render through gymnasium (mode fixed by ``render_mode`` at creation)."""
         return self.env.render()
 
@@ -240,7 +246,7 @@ class EnvInfoWrapper(gym.Wrapper):
         super().__init__(env)
         self._sometimes_info: Mapping = info_example
 
-    def step(self, action: Any) -> tuple:
+    def step(self, action: object) -> tuple:
         """gymnasium step whose info is completed from ``info_example``."""
         obs, reward, terminated, truncated, info = self.env.step(action)
         return obs, reward, terminated, truncated, infill_info(info, self._sometimes_info)

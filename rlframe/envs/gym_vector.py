@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -38,6 +38,9 @@ from rlframe.envs.vec_env import ActionSampler, VecEnv, VecStep
 from rlframe.spaces.gym_wrapper import GymSpaceWrapper, to_identifier
 from rlframe.utils.buffer import buffer_from_example
 from rlframe.utils.collections import is_namedtuple
+
+if TYPE_CHECKING:
+    from rlframe.spaces.base import SpaceValue
 
 
 class GymVecEnv(VecEnv):
@@ -121,7 +124,7 @@ class GymVecEnv(VecEnv):
             _close_vector_env(vector_env)
             raise
 
-    def reset(self, idx: np.ndarray | None = None) -> Any:
+    def reset(self, idx: np.ndarray | None = None) -> SpaceValue:
         """Start new episodes in every env (or those in ``idx``).
 
         Returns:
@@ -145,7 +148,7 @@ class GymVecEnv(VecEnv):
         self._finished[idx] = False
         return self._observation_space.convert(observation)[idx]
 
-    def step(self, action: Any, idx: np.ndarray | None = None) -> VecStep:
+    def step(self, action: SpaceValue, idx: np.ndarray | None = None) -> VecStep:
         """Step every env once.
 
         Args:
@@ -181,7 +184,7 @@ class GymVecEnv(VecEnv):
         self._action_sampler.seed(seed)
         self._observation_space.seed(seed)
 
-    def sample_actions(self) -> Any:
+    def sample_actions(self) -> SpaceValue:
         """Random action rows [B], row ``b`` from env ``b``'s action space."""
         return self._action_sampler.sample()
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from rlframe.utils.collections import AttrDict
 
 if TYPE_CHECKING:
+    from rlframe.spaces.base import SpaceValue
     from rlframe.utils.collections import NamedArrayTuple
 
 
@@ -38,7 +39,7 @@ class TrajInfo(AttrDict):
         **kwargs: initial keys, as for any AttrDict.
     """
 
-    def __init__(self, discount: float = 1.0, **kwargs: Any):
+    def __init__(self, discount: float = 1.0, **kwargs: Any):  # Keys of any value.
         super().__init__(**kwargs)
         self.Length = 0
         self.Return = 0
@@ -48,9 +49,9 @@ class TrajInfo(AttrDict):
         self._discount = discount
         self._cur_discount = 1
 
-    def step(self, observation: Any, action: Any, reward: float, done: bool,
-             agent_info: NamedArrayTuple | None, env_info: Any) -> None:
-        """Account for one environment step."""
+    def step(self, observation: SpaceValue, action: SpaceValue, reward: float, done: bool,
+             agent_info: NamedArrayTuple | None, env_info: tuple) -> None:
+        """Account for one environment step (``env_info``: the env's info namedtuple)."""
         # Item access, not attributes: this runs once per env step.
         reward = float(reward)
         self["Length"] += 1
@@ -59,6 +60,6 @@ class TrajInfo(AttrDict):
         self["DiscountedReturn"] += self["_cur_discount"] * reward
         self["_cur_discount"] *= self["_discount"]
 
-    def terminate(self, observation: Any) -> "TrajInfo":
+    def terminate(self, observation: SpaceValue) -> TrajInfo:
         """Finish the trajectory; returns itself for the completed list."""
         return self

@@ -28,6 +28,7 @@ from rlframe.utils.collections import is_namedtuple
 
 if TYPE_CHECKING:
     from rlframe.envs.base import Env, EnvSpaces
+    from rlframe.spaces.base import SpaceValue
     from rlframe.spaces.gym_wrapper import GymSpaceWrapper
 
 VecStep = namedtuple("VecStep", ["observation", "reward", "done", "env_info"])
@@ -55,7 +56,7 @@ class VecEnv:
     steps_subsets: bool = True
     envs: Sequence[Env] = ()
 
-    def reset(self, idx: np.ndarray | None = None) -> Any:
+    def reset(self, idx: np.ndarray | None = None) -> SpaceValue:
         """Start new episodes in every env (or those in ``idx``).
 
         Returns:
@@ -63,7 +64,7 @@ class VecEnv:
         """
         raise NotImplementedError
 
-    def step(self, action: Any, idx: np.ndarray | None = None) -> VecStep:
+    def step(self, action: SpaceValue, idx: np.ndarray | None = None) -> VecStep:
         """Step every env (or those in ``idx``) once.
 
         Args:
@@ -85,7 +86,7 @@ class VecEnv:
         """
         raise NotImplementedError
 
-    def sample_actions(self) -> Any:
+    def sample_actions(self) -> SpaceValue:
         """Random action rows [B], from each env's action space."""
         raise NotImplementedError
 
@@ -125,14 +126,14 @@ class EnvList(VecEnv):
             type(env).step is GymEnvWrapper.step and "step" not in getattr(env, "__dict__", {})
             for env in self.envs) else None)
 
-    def reset(self, idx: np.ndarray | None = None) -> Any:
+    def reset(self, idx: np.ndarray | None = None) -> SpaceValue:
         envs = self.envs if idx is None else [self.envs[i] for i in idx]
         observations = [env.reset() for env in envs]
         if self._obs_buf is None:
             self._obs_buf = buffer_from_example(observations[0], self.num_envs)
         return _fill_rows(self._obs_buf, observations)
 
-    def step(self, action: Any, idx: np.ndarray | None = None) -> VecStep:
+    def step(self, action: SpaceValue, idx: np.ndarray | None = None) -> VecStep:
         if idx is None and self._step_rows is not None and self._info_buf is not None:
             infos = self._step_rows(self.envs, action, self._obs_buf, self._reward, self._done)
             return VecStep(self._obs_buf, self._reward, self._done, self._fill_infos(infos))
@@ -155,7 +156,7 @@ class EnvList(VecEnv):
         from rlframe.utils.seed import set_envs_seeds
         set_envs_seeds(self.envs, seed)
 
-    def sample_actions(self) -> Any:
+    def sample_actions(self) -> SpaceValue:
         actions = [env.action_space.sample() for env in self.envs]
         return _fill_rows(buffer_from_example(actions[0], self.num_envs), actions)
 
@@ -214,7 +215,7 @@ class ActionSampler:
         for b, space in enumerate(self.spaces):
             space.seed(seed + b)
 
-    def sample(self) -> Any:
+    def sample(self) -> SpaceValue:
         """Action rows [B] (a namedarraytuple of rows for ``Dict`` spaces)."""
         actions = [space.sample() for space in self.spaces]
         return _fill_rows(buffer_from_example(actions[0], len(actions)), actions)

@@ -1,9 +1,14 @@
 """Model helpers: conv output shapes, gradient scaling, (soft) state-dict copies."""
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import torch
+
+if TYPE_CHECKING:
+    from torch.autograd.function import FunctionCtx
+
+    from rlframe.utils.collections import NamedArrayTuple
 
 
 def conv2d_output_shape(h: int, w: int, kernel_size: int = 1, stride: int = 1,
@@ -18,12 +23,12 @@ class ScaleGrad(torch.autograd.Function):
     """Identity in the forward pass; multiplies the gradient by ``scale`` in the backward pass."""
 
     @staticmethod
-    def forward(ctx: Any, tensor: torch.Tensor, scale: float) -> torch.Tensor:
+    def forward(ctx: FunctionCtx, tensor: torch.Tensor, scale: float) -> torch.Tensor:
         ctx.scale = scale
         return tensor.view_as(tensor)
 
     @staticmethod
-    def backward(ctx: Any, grad_output: torch.Tensor) -> tuple[torch.Tensor, None]:
+    def backward(ctx: FunctionCtx, grad_output: torch.Tensor) -> tuple[torch.Tensor, None]:
         return grad_output * ctx.scale, None
 
 
@@ -70,7 +75,7 @@ def scale_image(image: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 def run_lstm(lstm: torch.nn.LSTM, features: torch.Tensor, prev_action: torch.Tensor,
-             prev_reward: torch.Tensor, init_rnn_state: Any, T: int, B: int
+             prev_reward: torch.Tensor, init_rnn_state: NamedArrayTuple | None, T: int, B: int
              ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
     """Run ``lstm`` over T steps whose input is ``[features, prev_action, prev_reward]``,
     the recurrent models' common input (the action and reward let the model infer what

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing as mp
-from typing import TYPE_CHECKING, Any, Callable, ContextManager
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, overload
 
 import numpy as np
 
@@ -21,6 +21,9 @@ from rlframe.utils.buffer import buffer_from_example, build_array, get_leading_d
 from rlframe.utils.synchronize import RWLock
 
 if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from rlframe.utils.buffer import ArrayTree
     from rlframe.utils.collections import NamedArrayTuple
 
 
@@ -51,7 +54,13 @@ class RingStorage:
         # (one from the fork context cannot be handed to a spawned child).
         self.lock: RWLock | None = RWLock(mp.get_context("spawn")) if shared else None
 
-    def allocate(self, example: Any, leading_dims: tuple) -> Any:
+    @overload
+    def allocate(self, example: np.ndarray | np.generic | float, leading_dims: tuple[int, ...]
+                 ) -> np.ndarray: ...
+    @overload
+    def allocate(self, example: NamedArrayTuple, leading_dims: tuple[int, ...]
+                 ) -> NamedArrayTuple: ...
+    def allocate(self, example: npt.ArrayLike, leading_dims: tuple[int, ...]) -> ArrayTree:
         """An extra buffer shaped like ``example`` with ``leading_dims``, shared if the storage is."""
         return buffer_from_example(example, leading_dims, share_memory=self.shared)
 

@@ -10,7 +10,13 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, NamedTuple, Sequence
+
+if TYPE_CHECKING:
+    # The runners import this module, so their module stays out of it: BaseRunner
+    # (a leaf) names what every runner is.
+    from rlframe.runners.base import BaseRunner
+    from rlframe.samplers.collections import Samples
 
 CALLBACK_METHODS = ("on_startup", "on_iteration_end", "on_log", "on_shutdown")
 
@@ -25,14 +31,15 @@ class Callback:
     work too, as long as they define at least one of these methods.
     """
 
-    def on_startup(self, runner: Any) -> None:
+    def on_startup(self, runner: BaseRunner) -> None:
         """Called once, after the runner's startup (sampler, agent and algo initialized).
 
         Args:
             runner: the runner (``runner.agent``, ``runner.algo``, ``runner.n_itr``, ...).
         """
 
-    def on_iteration_end(self, runner: Any, itr: int, samples: Any, opt_info: Any) -> None:
+    def on_iteration_end(self, runner: BaseRunner, itr: int, samples: Samples | None,
+                         opt_info: NamedTuple) -> None:
         """Called after every training iteration, before its log point if it has one.
 
         The return value is ignored: stop a run from :meth:`on_log`.
@@ -41,11 +48,12 @@ class Callback:
             runner: the runner.
             itr: the iteration just trained (0, 1, ... in order).
             samples: the batch trained on, ``[T, B]`` leading dims; the sampler
-                overwrites this buffer next iteration, so copy what you keep.
+                overwrites this buffer next iteration, so copy what you keep. None
+                with the asynchronous runners (their batches go to the replay).
             opt_info: the algorithm's ``OptInfo`` of this iteration.
         """
 
-    def on_log(self, runner: Any, itr: int, diagnostics: dict[str, Any]) -> bool | None:
+    def on_log(self, runner: BaseRunner, itr: int, diagnostics: dict[str, float]) -> bool | None:
         """Called once per diagnostics row, right after it was written.
 
         Args:
@@ -61,7 +69,7 @@ class Callback:
         """
         return None
 
-    def on_shutdown(self, runner: Any) -> None:
+    def on_shutdown(self, runner: BaseRunner) -> None:
         """Called once when the run ends, also after an error or a stop by a callback.
 
         Runs before the sampler shuts down, for every run whose :meth:`on_startup`
@@ -105,15 +113,16 @@ class StopAtReturn(Callback):
     def __repr__(self) -> str:
         return f"StopAtReturn(threshold={self.threshold!r}, key={self.key!r})"
 
-    def on_startup(self, runner: Any) -> None:
+    def on_startup(self, runner: BaseRunner) -> None:
         self.history = []
         self.stopped_itr = None
         self._trained = False
 
-    def on_iteration_end(self, runner: Any, itr: int, samples: Any, opt_info: Any) -> None:
+    def on_iteration_end(self, runner: BaseRunner, itr: int, samples: Samples | None,
+                         opt_info: NamedTuple) -> None:
         self._trained = True
 
-    def on_log(self, runner: Any, itr: int, diagnostics: dict[str, Any]) -> bool:
+    def on_log(self, runner: BaseRunner, itr: int, diagnostics: dict[str, float]) -> bool:
         if self.key not in diagnostics:
             raise KeyError(f"StopAtReturn(key={self.key!r}): the logged row has no such "
                            f"column; available: {sorted(diagnostics)}.")
@@ -126,7 +135,7 @@ class StopAtReturn(Callback):
         return True
 
 
-def is_callback(obj: Any) -> bool:
+def is_callback(obj: object) -> bool:
     """Whether ``obj`` is a callback instance: it has one of :data:`CALLBACK_METHODS`."""
     if isinstance(obj, type):  # A class where an instance was meant.
         return False

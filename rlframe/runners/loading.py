@@ -119,7 +119,7 @@ def _bind_positional(cls: type, args: tuple, kwargs: dict) -> dict:
     return {"*args": _unrecorded(args, f"{cls.__name__}'s constructor names no parameter")}
 
 
-def encode_value(value: Any) -> Any:
+def encode_value(value: Any) -> Any:  # A user's config value: any type.
     """``value`` as plain values a ``weights_only`` load reads: classes and functions
     by importable name, numpy arrays as lists, the rest marked as unrecorded."""
     if type(value) in _PLAIN or isinstance(value, (torch.dtype, torch.device)):
@@ -170,7 +170,7 @@ def _unrecorded(value: Any, reason: str) -> dict:
 
 
 # ------------------------------------------------------------------ rebuilding
-def decode_value(value: Any, where: str, problems: list[str]) -> Any:
+def decode_value(value: Any, where: str, problems: list[str]) -> Any:  # As encode_value.
     """Inverse of :func:`encode_value`; what cannot be rebuilt is added to ``problems``
     (``where`` names the value, e.g. ``agent_kwargs['model_kwargs']``)."""
     if type(value) is dict:
@@ -189,7 +189,7 @@ def decode_value(value: Any, where: str, problems: list[str]) -> Any:
     return value
 
 
-def resolve_name(name: str) -> Any:
+def resolve_name(name: str) -> Any:  # Whatever the name names (a class, a function).
     """Import ``"package.module.Class"`` (or a function, or ``Outer.Inner``) by name.
 
     Raises:

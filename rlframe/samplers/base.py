@@ -1,13 +1,31 @@
-"""Sampler interface: builds envs and collectors, returns [T, B] batches."""
+"""Sampler interface: builds envs and collectors, returns [T, B] batches.
+
+Samplers keep two contracts, each stated as a :class:`~typing.Protocol` here:
+
+* :class:`SyncSampler` (``MinibatchRl``, ``SyncRl``): ``initialize(agent, ...)``
+  in the runner's process returns the examples; ``obtain_samples(itr)`` returns
+  the ``[T, B]`` batch and the completed TrajInfos.
+* :class:`AsyncSampler` (``AsyncRl``): ``async_initialize(agent, ...)`` in the
+  runner's (master) process builds the double buffer; the sampler process then
+  calls ``initialize(affinity)`` and, per batch, ``obtain_samples(itr, db_idx)``,
+  which fills half ``db_idx`` and returns only the TrajInfos.
+
+:class:`BaseSampler` (the shared constructor) implements the synchronous one;
+asynchronous samplers mix :class:`~rlframe.samplers.async_.base.AsyncSamplerMixin`
+in before it and replace ``initialize`` and ``obtain_samples``.
+"""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable, Mapping, Protocol
 
 from rlframe.envs.vector import check_env_backend, make_vec_env
 from rlframe.samplers.collections import BatchSpec, TrajInfo
 from rlframe.utils.checks import as_int, positive_int
 
 if TYPE_CHECKING:
+    from multiprocessing.context import BaseContext
+
+    from rlframe.agents.base import BaseAgent
     from rlframe.envs.base import Env
     from rlframe.envs.vector import VecEnv
     from rlframe.samplers.collections import Examples, Samples
@@ -128,7 +146,13 @@ class BaseSampler:
         """Raise if this sampler cannot run with ``affinity`` (its part of the runner's
         affinity); runners call it before any run directory exists. Default: any fits."""
 
-    def initialize(self, *args: Any, **kwargs: Any) -> Examples:
+    def initialize(self, agent: BaseAgent, *, affinity: dict | None = None,
+                   seed: int | None = None, bootstrap_value: bool = False,
+                   traj_info_kwargs: dict | None = None, rank: int = 0,
+                   world_size: int = 1) -> Examples:
+        """Build envs, initialize ``agent`` and allocate the batch buffer (synchronous
+        samplers; see :class:`SyncSampler`). Asynchronous samplers replace it with
+        ``initialize(affinity)`` in the sampler process (see :class:`AsyncSampler`)."""
         raise NotImplementedError
 
     def obtain_samples(self, itr: int) -> tuple[Samples, list[TrajInfo]]:
@@ -144,3 +168,81 @@ class BaseSampler:
 
     def shutdown(self) -> None:
         pass
+
+
+class _SamplerCommon(Protocol):
+    """What runners read from every sampler, synchronous or not."""
+
+    batch_spec: BatchSpec  # (T, B) of one batch.
+    mid_batch_reset: bool  # Whether envs reset inside a batch (the collector's choice).
+    TrajInfoCls: type[TrajInfo]
+
+    def check_affinity(self, affinity: dict) -> object:
+        """Raise if the sampler cannot run with its part of the runner's affinity."""
+        ...
+
+    def evaluate_agent(self, itr: int) -> list[TrajInfo]:
+        """Run the evaluation envs; the completed trajectories' TrajInfos."""
+        ...
+
+    def diagnostics(self) -> Mapping[str, float]:
+        """The sampler's own figures for the diagnostics rows."""
+        ...
+
+    def shutdown(self) -> None:
+        """Stop workers and close envs."""
+        ...
+
+
+class SyncSampler(_SamplerCommon, Protocol):
+    """The synchronous sampler contract (``MinibatchRl``, ``SyncRl``): rlpyt's
+    ``SerialSampler``, ``CpuSampler``, ``GpuSampler``, ``AlternatingSampler`` and
+    ``RaySampler`` keep it.
+
+    ``initialize`` takes the agent by position and the rest by keyword (runners
+    pass them by keyword; implementations may accept them positionally too).
+    """
+
+    def initialize(self, agent: BaseAgent, *, affinity: dict | None = None,
+                   seed: int | None = None, bootstrap_value: bool = False,
+                   traj_info_kwargs: dict | None = None, rank: int = 0,
+                   world_size: int = 1) -> Examples:
+        """Build envs (env ``b`` seeded ``seed + b``), initialize ``agent`` with their
+        spaces and allocate the ``[T, B]`` buffer; returns one step of every field."""
+        ...
+
+    def obtain_samples(self, itr: int) -> tuple[Samples, list[TrajInfo]]:
+        """One ``[T, B]`` batch (torch views of the sampler's buffer, overwritten by
+        the next call) and the TrajInfos of trajectories completed in it."""
+        ...
+
+
+class AsyncSampler(_SamplerCommon, Protocol):
+    """The asynchronous sampler contract (``AsyncRl``): the ``Async*Sampler`` classes,
+    built on :class:`~rlframe.samplers.async_.base.AsyncSamplerMixin`, keep it.
+
+    The runner calls :meth:`async_initialize` in its own process, then starts
+    the sampler process, which calls :meth:`initialize` once and
+    :meth:`obtain_samples` per batch.
+    """
+
+    # Two numpy ``Samples`` buffers [T, B] on shared memory (set by async_initialize).
+    double_buffer: tuple[Samples, ...]
+    # Whether initialize() also takes a list of affinity dicts (one action server each).
+    takes_affinity_list: bool
+
+    def async_initialize(self, agent: BaseAgent, bootstrap_value: bool = False,
+                         traj_info_kwargs: dict | None = None, seed: int | None = None,
+                         ctx: BaseContext | None = None
+                         ) -> tuple[tuple[Samples, ...], Examples]:
+        """In the master: initialize ``agent`` on shared memory and allocate the double
+        buffer; returns its two halves (torch views) and one step of every field."""
+        ...
+
+    def initialize(self, affinity: dict | None = None) -> None:
+        """In the sampler process: pin it, build envs (or start workers)."""
+        ...
+
+    def obtain_samples(self, itr: int, db_idx: int) -> list[TrajInfo]:
+        """Fill ``double_buffer[db_idx]`` with one batch; the completed TrajInfos."""
+        ...

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
     import numpy as np
 
+    from rlframe.spaces.base import SpaceValue
     from rlframe.utils.collections import NamedArrayTuple
 
     # Type checkers see every namedarraytuple type as NamedArrayTuple (see
@@ -40,11 +41,11 @@ class Examples(TypedDict, total=False):
     buffers and an algorithm's replay are allocated from. ``get_example_outputs``
     fills every key."""
 
-    observation: Any  # A value of the observation space (arrays, or a namedarraytuple).
+    observation: SpaceValue  # A value of the observation space (arrays, or a namedarraytuple).
     reward: np.ndarray  # float32, shape ().
     done: np.ndarray  # bool, shape ().
-    env_info: Any  # The env's info namedtuple (its fields are the env's own).
-    action: Any  # A value of the action space, as numpy.
+    env_info: Any  # The env's info namedtuple: its fields are the env's own.
+    action: SpaceValue  # A value of the action space, as numpy.
     agent_info: NamedArrayTuple  # The agent's step info, as numpy.
 
 

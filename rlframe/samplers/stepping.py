@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from rlframe.envs.base import Env
     from rlframe.envs.vector import VecEnv
     from rlframe.samplers.collections import Samples
+    from rlframe.utils.buffer import ArrayTree, TensorTree
     from rlframe.utils.collections import NamedArrayTuple
 
 
@@ -78,7 +79,8 @@ class TrajTracker:
         self.flush()
         return self._length
 
-    def record(self, observation: Any, action: Any, reward: np.ndarray, done: np.ndarray,
+    def record(self, observation: ArrayTree, action: ArrayTree, reward: np.ndarray,
+               done: np.ndarray,
                agent_info: NamedArrayTuple | None, env_info: NamedArrayTuple,
                idx: np.ndarray | None = None) -> None:
         """Account one step of every env (or of the envs in ``idx``).
@@ -107,7 +109,7 @@ class TrajTracker:
             self.infos[b].step(observation[b], action[b], reward[j], done[j],
                                None if agent_info is None else agent_info[b], env_info[j])
 
-    def finish(self, traj_done: np.ndarray, next_observation: Any,
+    def finish(self, traj_done: np.ndarray, next_observation: ArrayTree,
                idx: np.ndarray | None = None) -> list[TrajInfo]:
         """End the trajectories marked in ``traj_done`` (rows as in :meth:`record`).
 
@@ -283,7 +285,8 @@ class EnvStepper:
             self.samples_np.agent.prev_action[0] = self.inputs.prev_action
             self.samples_np.env.prev_reward[0] = self.inputs.prev_reward
 
-    def step(self, t: int, action: Any, agent_info: NamedArrayTuple | None) -> np.ndarray:
+    def step(self, t: int, action: ArrayTree | TensorTree, agent_info: NamedArrayTuple | None
+             ) -> np.ndarray:
         """Step the envs once with ``action`` [B] and record row ``t``.
 
         The agent inputs are updated in place: next observations (reset ones

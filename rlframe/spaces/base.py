@@ -1,9 +1,17 @@
 """The space interface shared by every action and observation space."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from rlframe.utils.collections import NamedArrayTuple
+
+    SpaceValue: TypeAlias = "np.ndarray | NamedArrayTuple"
+    """A value of a space: an array, or a namedarraytuple of them (a composite space)."""
 
 
 class Space:
@@ -37,14 +45,14 @@ class Space:
         """Reseed :meth:`sample` (``None``: fresh OS entropy)."""
         self._rng = np.random.default_rng(seed)
 
-    def sample(self) -> Any:
+    def sample(self) -> SpaceValue:
         """A random value from the space."""
         raise NotImplementedError
 
-    def null_value(self) -> Any:
+    def null_value(self) -> SpaceValue:
         """The value used for "no action / no observation" (e.g. ``prev_action`` at t=0)."""
         raise NotImplementedError
 
-    def contains(self, x: Any) -> bool:
+    def contains(self, x: object) -> bool:
         """Whether ``x`` belongs to the space."""
         raise NotImplementedError

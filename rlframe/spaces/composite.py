@@ -1,9 +1,12 @@
 """A space made of named sub-spaces, sampled into a namedtuple."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from rlframe.spaces.base import Space
+
+if TYPE_CHECKING:
+    from rlframe.utils.collections import NamedArrayTuple
 
 
 class Composite(Space):
@@ -22,11 +25,11 @@ class Composite(Space):
         self._spaces: list[Space] = spaces
         self._NamedTupleCls: type = NamedTupleCls
 
-    def sample(self) -> tuple:
+    def sample(self) -> NamedArrayTuple:
         """A ``NamedTupleCls`` of sub-space samples."""
         return self._NamedTupleCls(*(s.sample() for s in self._spaces))
 
-    def null_value(self) -> tuple:
+    def null_value(self) -> NamedArrayTuple:
         """A ``NamedTupleCls`` of sub-space null values."""
         return self._NamedTupleCls(*(s.null_value() for s in self._spaces))
 
@@ -35,7 +38,7 @@ class Composite(Space):
         for i, space in enumerate(self._spaces):
             space.seed(None if seed is None else seed + i)
 
-    def contains(self, x: Any) -> bool:
+    def contains(self, x: object) -> bool:
         """True for a namedtuple with these fields whose entries lie in their sub-spaces."""
         return (getattr(x, "_fields", None) == self.names
                 and all(s.contains(v) for s, v in zip(self._spaces, x)))

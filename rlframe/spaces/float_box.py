@@ -1,7 +1,7 @@
 """Real-valued box with per-element bounds."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -78,7 +78,7 @@ class FloatBox(Space):
         fill = 0. if self._null_value is None else self._null_value
         return np.full(self.shape, fill, dtype=self.dtype)
 
-    def contains(self, x: Any) -> bool:
+    def contains(self, x: object) -> bool:
         """True for a numeric array of this shape within the bounds."""
         a = np.asarray(x)
         if a.shape != self.shape or a.dtype.kind not in "biuf":

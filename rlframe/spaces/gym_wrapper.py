@@ -9,7 +9,7 @@ import functools
 import keyword
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 from gymnasium import spaces as gym_spaces
@@ -17,6 +17,12 @@ from gymnasium import spaces as gym_spaces
 from rlframe.spaces.base import Space
 from rlframe.spaces.composite import Composite
 from rlframe.utils.collections import RESERVED_NAMES, is_namedtuple, namedarraytuple
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from rlframe.spaces.base import SpaceValue
+    from rlframe.utils.collections import NamedArrayTuple
 
 SUPPORTED_SPACES = (gym_spaces.Box, gym_spaces.Discrete, gym_spaces.MultiBinary,
                     gym_spaces.MultiDiscrete, gym_spaces.Dict)
@@ -54,7 +60,7 @@ class GymSpaceWrapper(Space):
         TypeError: for other gymnasium spaces (``Tuple``, ``Text``, ``Graph``, ...).
     """
 
-    def __init__(self, space: gym_spaces.Space, null_value: Any = 0, name: str = "obs",
+    def __init__(self, space: gym_spaces.Space, null_value: float | None = 0, name: str = "obs",
                  force_float32: bool = True) -> None:
         if not isinstance(space, SUPPORTED_SPACES):
             raise TypeError(
@@ -63,7 +69,7 @@ class GymSpaceWrapper(Space):
                 f"{', '.join(c.__name__ for c in SUPPORTED_SPACES)}.")
         self._gym_space: gym_spaces.Space = space
         self._base_name: str = name
-        self._null_value: Any = null_value
+        self._null_value: float | None = null_value
         self._force_float32: bool = force_float32
         self._keys: tuple = ()  # Dict keys, in field order
         self._dtype: np.dtype | None = None
@@ -94,27 +100,28 @@ class GymSpaceWrapper(Space):
         """Field names of a ``Dict`` space's values (empty for other spaces)."""
         return self.space.names if isinstance(self.space, Composite) else ()
 
-    def sample(self) -> Any:
+    def sample(self) -> SpaceValue:
         """A random value: ``[*shape]`` array, or a namedarraytuple for ``Dict``."""
         if self.is_composite:
             return self.space.sample()
         return np.asarray(self.space.sample(), dtype=self._dtype)
 
-    def null_value(self) -> Any:
+    def null_value(self) -> SpaceValue:
         """Array(s) shaped like :meth:`sample`, filled with ``null_value``."""
         if self.is_composite:
             return self.space.null_value()
         fill = 0 if self._null_value is None else self._null_value
         return np.full(self.shape, fill, dtype=self._dtype)
 
-    def convert(self, value: Any) -> Any:
+    def convert(self, value: npt.ArrayLike | Mapping[Any, Any]) -> SpaceValue:
         """gymnasium value -> rlframe value (dict -> namedarraytuple, float64 -> float32)."""
         if self.is_composite:
             return self.space._NamedTupleCls(*(sub.convert(value[k]) for k, sub
                                                in zip(self._keys, self.space._spaces)))
         return np.asarray(value, dtype=self._dtype)
 
-    def revert(self, value: Any) -> Any:
+    def revert(self, value: SpaceValue | Mapping[Any, Any]
+               ) -> np.ndarray | int | Mapping[Any, Any]:
         """rlframe value -> gymnasium value (namedtuple -> dict, dtype of the gym space)."""
         if self.is_composite:
             if isinstance(value, Mapping):
@@ -124,7 +131,8 @@ class GymSpaceWrapper(Space):
             return int(np.asarray(value))
         return np.asarray(value, dtype=self._gym_space.dtype)
 
-    def revert_rows(self, value: Any) -> Any:
+    def revert_rows(self, value: SpaceValue | Mapping[Any, Any]
+                    ) -> np.ndarray | Mapping[Any, Any]:
         """rlframe rows -> one gymnasium batch, as a gymnasium vector env takes actions.
 
         Args:
@@ -140,7 +148,7 @@ class GymSpaceWrapper(Space):
                                                                value)}
         return np.asarray(value, dtype=self._gym_space.dtype)
 
-    def contains(self, x: Any) -> bool:
+    def contains(self, x: object) -> bool:
         """Membership test of the wrapped space (namedtuples for ``Dict``)."""
         if self.is_composite:
             return self.space.contains(x)
@@ -151,14 +159,14 @@ class GymSpaceWrapper(Space):
         self._gym_space.seed(seed)
 
     @property
-    def dtype(self) -> Any:
+    def dtype(self) -> np.dtype | NamedArrayTuple:
         """numpy dtype of values (a namedtuple of dtypes for ``Dict``)."""
         if self.is_composite:
             return self.space._NamedTupleCls(*(s.dtype for s in self.space._spaces))
         return self._dtype
 
     @property
-    def shape(self) -> Any:
+    def shape(self) -> tuple[int, ...] | NamedArrayTuple:
         """Shape of one value (a namedtuple of shapes for ``Dict``)."""
         return self.space.shape
 
@@ -173,7 +181,7 @@ class GymSpaceWrapper(Space):
         return np.asarray(self._box().high, dtype=self._dtype)
 
     @property
-    def n(self) -> Any:
+    def n(self) -> int | Sequence[int] | np.ndarray:
         """Number of values of a ``Discrete`` (``MultiBinary``: its ``n``)."""
         if isinstance(self._gym_space, gym_spaces.Discrete):
             return int(self._gym_space.n)
@@ -198,7 +206,7 @@ class GymSpaceWrapper(Space):
         return f"GymSpaceWrapper({self.space!r})"
 
 
-def dict_to_nt(value: Any, name: str) -> Any:
+def dict_to_nt(value: object, name: str) -> object:
     """Nested dicts -> nested namedarraytuples (class ``name``, sub-classes ``name_key``).
 
     Keys go through :func:`to_identifier`; float64 arrays become float32.
@@ -212,7 +220,7 @@ def dict_to_nt(value: Any, name: str) -> Any:
     return value
 
 
-def nt_to_dict(value: Any) -> Any:
+def nt_to_dict(value: object) -> object:
     """Nested namedtuples -> nested dicts keyed by field name."""
     if is_namedtuple(value):
         return {k: nt_to_dict(v) for k, v in zip(value._fields, value)}

@@ -1,7 +1,7 @@
 """Integer-valued box: every element lies in ``range(low, high)``."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -52,7 +52,7 @@ class IntBox(Space):
         """``[*shape]`` array filled with the null value."""
         return np.full(self.shape, self._null_value, dtype=self.dtype)
 
-    def contains(self, x: Any) -> bool:
+    def contains(self, x: object) -> bool:
         """True for an integer-valued array of this shape within the bounds."""
         a = np.asarray(x)
         if a.shape != self.shape or a.dtype.kind not in "biuf":

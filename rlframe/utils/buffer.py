@@ -9,7 +9,7 @@ import ctypes
 import multiprocessing as mp
 from multiprocessing import heap as mp_heap
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar, overload
 
 import numpy as np
 import torch
@@ -29,6 +29,11 @@ if TYPE_CHECKING:
     ``Dict`` space, or an LSTM state ``(h, c)``. For type checkers only."""
     ArrayTree: TypeAlias = "np.ndarray | NamedArrayTuple"
     """The numpy counterpart of :data:`TensorTree` (e.g. a replay's stored fields)."""
+    Tree: TypeAlias = "np.ndarray | torch.Tensor | tuple"
+    """Arrays or tensors, or (named) tuples of them, nested: what every function here walks."""
+
+# A tree that a function returns with its structure (and, mostly, leaf kind) kept.
+TreeT = TypeVar("TreeT", bound="np.ndarray | torch.Tensor | tuple | list | None")
 
 
 def _rebuild(struct: Any, values: list) -> Any:
@@ -40,8 +45,21 @@ def _rebuild(struct: Any, values: list) -> Any:
     return tuple(values)
 
 
-def buffer_from_example(example: Any, leading_dims: int | Sequence[int],
-                        share_memory: bool = False) -> Any:
+@overload
+def buffer_from_example(example: None, leading_dims: int | Sequence[int],
+                        share_memory: bool = False) -> None: ...
+@overload
+def buffer_from_example(example: np.ndarray | np.generic | float,
+                        leading_dims: int | Sequence[int],
+                        share_memory: bool = False) -> np.ndarray: ...
+@overload
+def buffer_from_example(example: tuple, leading_dims: int | Sequence[int],
+                        share_memory: bool = False) -> NamedArrayTuple: ...
+@overload
+def buffer_from_example(example: npt.ArrayLike, leading_dims: int | Sequence[int],
+                        share_memory: bool = False) -> ArrayTree: ...
+def buffer_from_example(example: npt.ArrayLike | None, leading_dims: int | Sequence[int],
+                        share_memory: bool = False) -> ArrayTree | tuple | None:
     """Zero-filled buffer shaped like ``example`` with extra leading dims.
 
     Args:
@@ -50,7 +68,8 @@ def buffer_from_example(example: Any, leading_dims: int | Sequence[int],
         share_memory: allocate on shared memory that forked/spawned workers write to.
 
     Returns:
-        numpy arrays inside namedarraytuples (namedtuples are upgraded).
+        numpy arrays inside namedarraytuples (namedtuples are upgraded; a plain
+        tuple stays a tuple, which type checkers see as a NamedArrayTuple too).
     """
     if example is None:
         return None
@@ -60,7 +79,7 @@ def buffer_from_example(example: Any, leading_dims: int | Sequence[int],
     return build_array(example, leading_dims, share_memory)
 
 
-def build_array(example: Any, leading_dims: int | Sequence[int],
+def build_array(example: npt.ArrayLike, leading_dims: int | Sequence[int],
                 share_memory: bool = False) -> np.ndarray:
     """Zero numpy array of shape ``[*leading_dims, *np.shape(example)]``, example's dtype."""
     a = np.asarray(example)
@@ -143,7 +162,15 @@ def np_mp_array(shape: int | Sequence[int], dtype: npt.DTypeLike) -> np.ndarray:
     return _rebuild_shared_array(raw, dtype.str, shape, None, 0)
 
 
-def torchify_buffer(buffer_: Any) -> Any:
+@overload
+def torchify_buffer(buffer_: None) -> None: ...
+@overload
+def torchify_buffer(buffer_: NamedArrayTuple) -> NamedArrayTuple: ...
+@overload
+def torchify_buffer(buffer_: np.ndarray | np.generic | torch.Tensor | float) -> torch.Tensor: ...
+@overload
+def torchify_buffer(buffer_: npt.ArrayLike) -> TensorTree | tuple: ...
+def torchify_buffer(buffer_: npt.ArrayLike | torch.Tensor | None) -> TensorTree | tuple | None:
     """numpy arrays -> torch tensors sharing memory (structure kept)."""
     if buffer_ is None:
         return None
@@ -158,7 +185,15 @@ def torchify_buffer(buffer_: Any) -> Any:
     return torch.as_tensor(buffer_)
 
 
-def numpify_buffer(buffer_: Any) -> Any:
+@overload
+def numpify_buffer(buffer_: None) -> None: ...
+@overload
+def numpify_buffer(buffer_: NamedArrayTuple) -> NamedArrayTuple: ...
+@overload
+def numpify_buffer(buffer_: torch.Tensor | np.ndarray) -> np.ndarray: ...
+@overload
+def numpify_buffer(buffer_: Tree) -> ArrayTree | tuple: ...
+def numpify_buffer(buffer_: Tree | None) -> ArrayTree | tuple | None:
     """torch tensors -> numpy arrays (CPU tensors share memory)."""
     if buffer_ is None:
         return None
@@ -187,7 +222,7 @@ class RowWriter:
             [T]; ``None`` leaves are left alone.
     """
 
-    def __init__(self, dst: Any):
+    def __init__(self, dst: ArrayTree):
         self.dst = dst
         paths = _leaf_paths(dst) if is_namedarraytuple(dst) else None
         self._leaves: list[np.ndarray] = []
@@ -198,7 +233,7 @@ class RowWriter:
         self._one_leaf = len(self._leaves) == 1
         self._src_type: type | None = None
 
-    def write(self, t: int, src: Any) -> None:
+    def write(self, t: int, src: ArrayTree | TensorTree) -> None:
         """``dst[t] = src`` for rows ``src`` [B, ...] (numpy or torch, same structure)."""
         if type(src) is self._src_type:
             values = self._get(src)
@@ -233,14 +268,14 @@ def _leaf_paths(tree: Any, prefix: str = "") -> list[str] | None:
     return paths
 
 
-def buffer_to(buffer_: Any, device: torch.device | str | int | None = None) -> Any:
+def buffer_to(buffer_: TreeT, device: torch.device | str | int | None = None) -> TreeT:
     """Move every tensor to ``device`` (numpy arrays raise TypeError).
 
     Tensors already there, and (namedarray)tuples all of whose leaves are, are
     returned as they are: no copies, no rebuilt tuples.
     """
     if buffer_ is None:
-        return None
+        return buffer_
     if device is not None and not isinstance(device, torch.device):
         device = torch.device(device)
     return _buffer_to(buffer_, device)
@@ -261,10 +296,11 @@ def _buffer_to(buffer_: Any, device: torch.device | None) -> Any:
     return buffer_
 
 
-def buffer_method(buffer_: Any, method_name: str, *args: Any, **kwargs: Any) -> Any:
-    """Call ``leaf.method_name(*args, **kwargs)`` on every leaf, e.g. ``"float"``."""
+def buffer_method(buffer_: TreeT, method_name: str, *args: Any, **kwargs: Any) -> TreeT:
+    """Call ``leaf.method_name(*args, **kwargs)`` on every leaf, e.g. ``"float"``; the
+    arguments go to the method as they are."""
     if buffer_ is None:
-        return None
+        return buffer_
     if isinstance(buffer_, (tuple, list)):
         return _rebuild(buffer_, [buffer_method(b, method_name, *args, **kwargs)
                                   for b in buffer_]) if isinstance(buffer_, tuple) else \
@@ -272,17 +308,24 @@ def buffer_method(buffer_: Any, method_name: str, *args: Any, **kwargs: Any) -> 
     return getattr(buffer_, method_name)(*args, **kwargs)
 
 
-def buffer_func(buffer_: Any, func: Callable, *args: Any, **kwargs: Any) -> Any:
-    """Call ``func(leaf, *args, **kwargs)`` on every leaf."""
+def buffer_func(buffer_: TreeT, func: Callable[..., Any], *args: Any, **kwargs: Any
+                ) -> TreeT:
+    """Call ``func(leaf, *args, **kwargs)`` on every leaf; the arguments go to ``func``
+    as they are."""
     if buffer_ is None:
-        return None
+        return buffer_
     if isinstance(buffer_, tuple):
         return _rebuild(buffer_, [buffer_func(b, func, *args, **kwargs) for b in buffer_])
     return func(buffer_, *args, **kwargs)
 
 
-def get_leading_dims(buffer_: Any, n_dim: int = 1) -> tuple:
-    """Leading ``n_dim`` dims shared by every leaf (ValueError if they differ)."""
+@overload
+def get_leading_dims(buffer_: None, n_dim: int = 1) -> None: ...
+@overload
+def get_leading_dims(buffer_: Tree, n_dim: int = 1) -> tuple[int, ...]: ...
+def get_leading_dims(buffer_: Tree | None, n_dim: int = 1) -> tuple[int, ...] | None:
+    """Leading ``n_dim`` dims shared by every leaf (ValueError if they differ; None for
+    a tree of None leaves)."""
     if buffer_ is None:
         return None
     if isinstance(buffer_, tuple):

@@ -6,10 +6,13 @@ import inspect
 import math
 import numbers
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
 
 
-def as_int(name: str, value: Any, minimum: int | None = None) -> int:
+def as_int(name: str, value: object, minimum: int | None = None) -> int:
     """Return ``value`` as an int, or raise if it is not a whole number >= ``minimum``.
 
     Integral floats such as ``50e6`` are accepted (rlpyt scripts pass them).
@@ -23,19 +26,19 @@ def as_int(name: str, value: Any, minimum: int | None = None) -> int:
                         f"({type(value).__name__}).")
     if value != value or value in (float("inf"), float("-inf")) or int(value) != value:
         raise ValueError(f"{name} must be a whole number, got {value!r}.")
-    value = int(value)
-    if minimum is not None and value < minimum:
+    number = int(value)
+    if minimum is not None and number < minimum:
         allowed = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
-        raise ValueError(f"{name} must be {allowed}, got {value}.")
-    return value
+        raise ValueError(f"{name} must be {allowed}, got {number}.")
+    return number
 
 
-def positive_int(name: str, value: Any) -> int:
+def positive_int(name: str, value: object) -> int:
     """``as_int(name, value, minimum=1)``."""
     return as_int(name, value, minimum=1)
 
 
-def check_number(name: str, value: Any, low: float = 0., high: float = math.inf,
+def check_number(name: str, value: object, low: float = 0., high: float = math.inf,
                  low_open: bool = True) -> float:
     """``value`` as a float in ``(low, high]`` (``[low, high]`` if not ``low_open``)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -67,7 +70,7 @@ def keywords_of(fn: Callable) -> list[str] | None:
                                                   inspect.Parameter.KEYWORD_ONLY)]
 
 
-def check_keywords(name: str, kwargs: Any, fn: Callable, fn_name: str,
+def check_keywords(name: str, kwargs: object, fn: Callable, fn_name: str,
                    reserved: dict[str, str] | None = None) -> dict[str, Any]:
     """Raise unless ``kwargs`` (the argument ``name``) holds only keywords ``fn`` takes.
 
@@ -128,7 +131,8 @@ def shape_differences(own: Mapping[str, Any], given: Mapping[str, Any]
     return shaped, missing, unexpected
 
 
-def state_dict_mismatch(module: Any, state_dict: Any, limit: int = 10) -> str | None:
+def state_dict_mismatch(module: torch.nn.Module, state_dict: object, limit: int = 10
+                        ) -> str | None:
     """How ``state_dict`` fails to fit ``module`` (a torch module), in words; None if it fits.
 
     Lists missing and unexpected keys and entries of another shape, each list
@@ -153,7 +157,8 @@ def state_dict_mismatch(module: Any, state_dict: Any, limit: int = 10) -> str | 
     return "; ".join(parts) or None
 
 
-def load_checked_state_dict(module: Any, state_dict: Any, name: str, owner: str) -> None:
+def load_checked_state_dict(module: torch.nn.Module, state_dict: Mapping[str, Any], name: str,
+                            owner: str) -> None:
     """Load ``state_dict`` into ``module``, or raise naming what does not fit.
 
     Args:

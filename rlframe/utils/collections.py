@@ -291,7 +291,7 @@ def namedarraytuple_like(namedtuple_or_class: tuple | type,
 class AttrDict(dict):
     """A dict whose keys are also attributes: ``d.key is d["key"]``."""
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> Any:  # Values of any type.
         try:
             return self[name]
         except KeyError:
@@ -326,7 +326,7 @@ def dict_to_namedtuple(d: dict, typename: str = "nt") -> tuple:
     return namedtuple_cls(typename, keys, module=__name__)(*values)
 
 
-def namedtuple_to_dict(nt: Any) -> Any:
+def namedtuple_to_dict(nt: object) -> object:
     """Convert (nested) namedtuples back into (nested) dicts."""
     if is_namedtuple(nt):
         return OrderedDict((k, namedtuple_to_dict(v)) for k, v in zip(nt._fields, nt))
@@ -338,7 +338,7 @@ def iter_fields(nt: NamedTuple | NamedArrayTuple) -> Iterator[tuple[str, Any]]:
     return zip(nt._fields, nt)
 
 
-def iter_leaves(tree: Any, path: str = "") -> list[tuple[str, Any]]:
+def iter_leaves(tree: object, path: str = "") -> list[tuple[str, Any]]:
     """``(dotted path, leaf)`` of every leaf of nested dicts, (named)tuples and lists.
 
     Paths join dict keys, namedtuple field names and list/tuple indexes, e.g.

@@ -5,10 +5,9 @@ import contextlib
 import json
 import os
 import tempfile
-from typing import Any
 
 
-def write_json_atomic(path: str, data: Any) -> None:
+def write_json_atomic(path: str, data: object) -> None:
     """Write ``data`` as indented JSON to ``path`` through a temporary file in the same
     directory and one rename: ``path`` holds the old content or the new, never a part.
 

@@ -1,13 +1,15 @@
 """Small helpers: minibatch index iteration, typed zeros, sequence extraction."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence, TypeVar
 
 import numpy as np
 import torch
 
 if TYPE_CHECKING:
     import numpy.typing as npt
+
+ArrayOrTensor = TypeVar("ArrayOrTensor", np.ndarray, torch.Tensor)
 
 
 def iterate_mb_idxs(data_length: int, minibatch_size: int,
@@ -40,8 +42,8 @@ def empty(shape: int | Sequence[int],
     return np.empty(shape, dtype=dtype)
 
 
-def extract_sequences(array_or_tensor: Any, T_idxs: npt.ArrayLike, B_idxs: npt.ArrayLike,
-                      T: int) -> Any:
+def extract_sequences(array_or_tensor: ArrayOrTensor, T_idxs: npt.ArrayLike,
+                      B_idxs: npt.ArrayLike, T: int) -> ArrayOrTensor:
     """Gather ``[T, len(B_idxs)]`` sequences starting at ``T_idxs``, wrapping in time.
 
     Args:

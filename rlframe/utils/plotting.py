@@ -260,7 +260,7 @@ def _run_xy(run_dir: str, key: str, x_key: str) -> tuple[np.ndarray, np.ndarray]
     return x[keep][order], y[keep][order]
 
 
-def format_count(value: float, _pos: Any = None) -> str:
+def format_count(value: float, _pos: int | None = None) -> str:
     """Short tick label for a count: 950, 20k, 1.5M, 2B.
 
     Args:

@@ -2,7 +2,7 @@
 gradient clipping."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Sequence, overload
 
 import torch
 
@@ -99,7 +99,14 @@ def infer_leading_dims(tensor: torch.Tensor, dim: int) -> tuple[int, int, int, t
     return lead_dim, T, B, shape
 
 
-def restore_leading_dims(tensors: Any, lead_dim: int, T: int = 1, B: int = 1) -> Any:
+@overload
+def restore_leading_dims(tensors: torch.Tensor, lead_dim: int, T: int = 1, B: int = 1
+                         ) -> torch.Tensor: ...
+@overload
+def restore_leading_dims(tensors: Sequence[torch.Tensor], lead_dim: int, T: int = 1, B: int = 1
+                         ) -> Sequence[torch.Tensor]: ...
+def restore_leading_dims(tensors: torch.Tensor | Sequence[torch.Tensor], lead_dim: int,
+                         T: int = 1, B: int = 1) -> torch.Tensor | Sequence[torch.Tensor]:
     """Reshape [T*B, ...] outputs back to the input's leading dims.
 
     Args:

@@ -96,5 +96,5 @@ class VideoWriter:
     def __enter__(self) -> VideoWriter:
         return self
 
-    def __exit__(self, *exc_info: Any) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()

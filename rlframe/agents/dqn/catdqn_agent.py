@@ -1,7 +1,7 @@
 """Distributional (C51) Q-learning agent."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import torch
 
@@ -62,7 +62,7 @@ class CatDqnAgent(DqnAgent):
         self.V_min: float | None = None
         self.V_max: float | None = None
 
-    def check_model_outputs(self, outputs: Any, env_spaces: EnvSpaces) -> None:
+    def check_model_outputs(self, outputs: object, env_spaces: EnvSpaces) -> None:
         """The model must return probabilities ``p [1, A, n_atoms]`` (softmax over atoms)."""
         super().check_model_outputs(outputs, env_spaces)
         p = outputs[0] if isinstance(outputs, (tuple, list)) else outputs

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import torch
 
@@ -75,7 +75,7 @@ class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
         super().check_env_spaces(env_spaces)
         check_discrete_actions(self, env_spaces)
 
-    def check_model_outputs(self, outputs: Any, env_spaces: EnvSpaces) -> None:
+    def check_model_outputs(self, outputs: object, env_spaces: EnvSpaces) -> None:
         """The model must return Q-values ``[1, A]`` (or ``[1, A, n_atoms]``
         probabilities) for one observation, first of its outputs if several."""
         q = outputs[0] if isinstance(outputs, (tuple, list)) else outputs

@@ -1,7 +1,7 @@
 """Policy-gradient agents for discrete actions (Categorical policy + value)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import torch
 
@@ -51,7 +51,7 @@ class CategoricalPgAgent(BaseAgent):
         super().check_env_spaces(env_spaces)
         check_discrete_action_space(self, env_spaces)
 
-    def check_model_outputs(self, outputs: Any, env_spaces: EnvSpaces) -> None:
+    def check_model_outputs(self, outputs: object, env_spaces: EnvSpaces) -> None:
         """The model must return ``(pi [1, A], value [1])`` for one observation, ``pi``
         probabilities (softmax applied)."""
         expected = "(pi [*lead, A] probabilities, value [*lead])"

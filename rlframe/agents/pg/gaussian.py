@@ -1,7 +1,7 @@
 """Policy-gradient agents for continuous actions (diagonal Gaussian policy + value)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import torch
@@ -47,7 +47,7 @@ class GaussianPgAgent(BaseAgent):
         super().check_env_spaces(env_spaces)
         check_box_action_space(self, env_spaces)
 
-    def check_model_outputs(self, outputs: Any, env_spaces: EnvSpaces) -> None:
+    def check_model_outputs(self, outputs: object, env_spaces: EnvSpaces) -> None:
         """The model must return ``(mu [1, A], log_std [1, A], value [1])``."""
         expected = "(mu [*lead, A], log_std [*lead, A], value [*lead])"
         mu = outputs[0] if isinstance(outputs, (tuple, list)) else outputs

@@ -1,7 +1,7 @@
 """Advantage Actor-Critic: one gradient step per batch of on-policy samples."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -11,7 +11,8 @@ from rlframe.algos.pg.base import OptInfo, PolicyGradientAlgo
 from rlframe.utils.tensor import valid_mean
 
 if TYPE_CHECKING:
-    from rlframe.samplers.collections import Samples
+    from rlframe.agents.base import BaseAgent
+    from rlframe.samplers.collections import BatchSpec, Examples, Samples
     from rlframe.utils.buffer import TensorTree
 
 
@@ -57,8 +58,11 @@ class A2C(PolicyGradientAlgo):
         self.update_counter = 0
         self._check_common_args()
 
-    def initialize(self, *args: Any, **kwargs: Any) -> None:
-        super().initialize(*args, **kwargs)
+    def initialize(self, agent: BaseAgent, n_itr: int, batch_spec: BatchSpec,
+                   mid_batch_reset: bool = False, examples: Examples | None = None,
+                   world_size: int = 1, rank: int = 0) -> None:
+        super().initialize(agent, n_itr, batch_spec, mid_batch_reset=mid_batch_reset,
+                           examples=examples, world_size=world_size, rank=rank)
         self._batch_size = self.batch_spec.size
 
     def optimize_agent(self, itr: int, samples: Samples | None = None,

@@ -1,7 +1,7 @@
 """Proximal Policy Optimization with a clipped likelihood-ratio objective."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -13,7 +13,8 @@ from rlframe.utils.checks import check_number, positive_int
 from rlframe.utils.tensor import minibatch_indexes, valid_mean
 
 if TYPE_CHECKING:
-    from rlframe.samplers.collections import BatchSpec, Samples
+    from rlframe.agents.base import BaseAgent
+    from rlframe.samplers.collections import BatchSpec, Examples, Samples
     from rlframe.utils.buffer import TensorTree
     from rlframe.utils.collections import NamedArrayTuple
 
@@ -75,8 +76,11 @@ class PPO(PolicyGradientAlgo):
         self._ratio_bounds = torch.zeros(2, dtype=torch.float64)
         self._check_common_args()
 
-    def initialize(self, *args: Any, **kwargs: Any) -> None:
-        super().initialize(*args, **kwargs)
+    def initialize(self, agent: BaseAgent, n_itr: int, batch_spec: BatchSpec,
+                   mid_batch_reset: bool = False, examples: Examples | None = None,
+                   world_size: int = 1, rank: int = 0) -> None:
+        super().initialize(agent, n_itr, batch_spec, mid_batch_reset=mid_batch_reset,
+                           examples=examples, world_size=world_size, rank=rank)
         self.check_batch_spec(self.batch_spec, self.agent.recurrent)
         self._batch_size = self.batch_spec.size // self.minibatches
         if self.linear_lr_schedule:

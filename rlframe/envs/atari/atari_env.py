@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import difflib
 from collections import namedtuple
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from rlframe.envs.base import Env, EnvStep
 from rlframe.envs.traj_info import TrajInfo
 from rlframe.spaces.int_box import IntBox
+
+if TYPE_CHECKING:
+    from rlframe.spaces.base import SpaceValue
+    from rlframe.utils.collections import NamedArrayTuple
 
 H, W = 104, 80  # Processed frame size.
 RAW_H, RAW_W = 210, 160  # ALE screen size.
@@ -91,8 +95,8 @@ class AtariTrajInfo(TrajInfo):
         super().__init__(**kwargs)
         self.GameScore = 0
 
-    def step(self, observation: Any, action: Any, reward: float, done: bool,
-             agent_info: Any, env_info: Any) -> None:
+    def step(self, observation: SpaceValue, action: SpaceValue, reward: float, done: bool,
+             agent_info: NamedArrayTuple | None, env_info: tuple) -> None:
         """Account for one step, adding ``env_info.game_score`` (0 if absent)."""
         super().step(observation, action, reward, done, agent_info, env_info)
         self["GameScore"] += float(getattr(env_info, "game_score", 0))
@@ -212,7 +216,7 @@ class AtariEnv(Env):
         self._step_counter = 0
         return self._obs.copy()
 
-    def step(self, action: Any) -> EnvStep:
+    def step(self, action: SpaceValue | int) -> EnvStep:
         """Play ``frame_skip`` frames with one action.
 
         Args:

@@ -8,7 +8,7 @@ of workers (``make_affinity(..., alternating=True)`` lists each core twice).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rlframe.samplers.async_.action_server import (AsyncAlternatingActionServer,
                                                    AsyncNoOverlapAlternatingActionServer)
@@ -16,6 +16,8 @@ from rlframe.samplers.async_.gpu_sampler import AsyncGpuSamplerBase
 from rlframe.samplers.parallel.gpu.alternating_sampler import AlternatingSamplerBase
 
 if TYPE_CHECKING:
+    from multiprocessing.context import BaseContext
+
     from rlframe.agents.base import BaseAgent
     from rlframe.samplers.collections import Examples, Samples
 
@@ -27,10 +29,13 @@ class AsyncAlternatingSamplerBase(AsyncGpuSamplerBase, AlternatingSamplerBase):
     keeping one RNN state per half.
     """
 
-    def async_initialize(self, agent: BaseAgent, *args: Any, **kwargs: Any
+    def async_initialize(self, agent: BaseAgent, bootstrap_value: bool = False,
+                         traj_info_kwargs: dict | None = None, seed: int | None = None,
+                         ctx: BaseContext | None = None
                          ) -> tuple[tuple[Samples, ...], Examples]:
         self.check_alternating_agent(agent)
-        return super().async_initialize(agent, *args, **kwargs)
+        return super().async_initialize(agent, bootstrap_value=bootstrap_value,
+                                        traj_info_kwargs=traj_info_kwargs, seed=seed, ctx=ctx)
 
 
 class AsyncAlternatingSampler(AsyncAlternatingActionServer, AsyncAlternatingSamplerBase):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
     from rlframe.agents.base import BaseAgent
     from rlframe.samplers.collections import BatchSpec, Examples, Samples, TrajInfo
+    from rlframe.utils.collections import AttrDict
 
 N_DOUBLE_BUFFER = 2  # The halves of the double buffer.
 
@@ -47,7 +48,8 @@ class AsyncSamplerMixin:
 
     Subclasses add ``initialize(affinity)`` (in the sampler process),
     ``obtain_samples(itr, db_idx)`` (returns the completed TrajInfos; the batch
-    goes to ``double_buffer[db_idx]``), ``evaluate_agent(itr)`` and ``shutdown()``.
+    goes to ``double_buffer[db_idx]``), ``evaluate_agent(itr)`` and ``shutdown()``:
+    together, the contract :class:`~rlframe.samplers.base.AsyncSampler` states.
 
     Attributes (set by :meth:`async_initialize`):
         agent: the agent, its model on shared memory.
@@ -58,6 +60,12 @@ class AsyncSamplerMixin:
     """
 
     batch_spec: BatchSpec
+    agent: BaseAgent
+    seed: int
+    global_B: int
+    double_buffer: tuple[Samples, ...]
+    double_buffer_pyt: tuple[Samples, ...]
+    examples: Examples
     # Whether initialize() also takes a list of affinity dicts (one action server
     # per entry) as the runner's affinity["sampler"].
     takes_affinity_list: bool = False
@@ -154,8 +162,8 @@ class AsyncParallelSamplerMixin(AsyncSamplerMixin):
     # Set by the ParallelSamplerBase this is mixed into.
     alternating: bool
     start_method: str | None
-    sync: Any
-    ctx: Any
+    sync: AttrDict  # Shared values of the sampler and its workers.
+    ctx: BaseContext
     eval_n_envs_per: int
 
     def _prepare_sampler_process(self, affinity: dict) -> list[tuple[int, ...]]:

@@ -2,7 +2,7 @@
 selection for one half of the envs overlaps env stepping in the other half."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Callable
 
 from rlframe.agents.base import AgentInputs
 from rlframe.samplers.parallel.gpu.action_server import (AlternatingActionServer,
@@ -25,9 +25,15 @@ class AlternatingSamplerBase(GpuSamplerBase):
 
     alternating = True
 
-    def initialize(self, agent: BaseAgent, *args: Any, **kwargs: Any) -> Examples:
+    def initialize(self, agent: BaseAgent, affinity: dict | None = None, seed: int | None = None,
+                   bootstrap_value: bool = False, traj_info_kwargs: dict | None = None,
+                   world_size: int = 1, rank: int = 0,
+                   worker_process: Callable[..., None] | None = None) -> Examples:
         self.check_alternating_agent(agent)
-        return super().initialize(agent, *args, **kwargs)
+        return super().initialize(agent, affinity=affinity, seed=seed,
+                                  bootstrap_value=bootstrap_value,
+                                  traj_info_kwargs=traj_info_kwargs, world_size=world_size,
+                                  rank=rank, worker_process=worker_process)
 
     def check_alternating_agent(self, agent: BaseAgent) -> None:
         """Raise TypeError for a recurrent agent that keeps a single RNN state."""
