@@ -1,8 +1,7 @@
 """Runner interface, and the logger a runner writes to."""
 from __future__ import annotations
 
-import functools
-from typing import Any, Callable
+from typing import Any
 
 from rlframe.utils.logging.current import current_logger
 from rlframe.utils.logging.run_logger import Logger
@@ -12,10 +11,12 @@ class BaseRunner:
     """Drives sampler, agent and algorithm through training: ``train()``.
 
     A runner owns the logger of the run it trains in, ``runner.logger``. It binds
-    when ``train()`` starts: every subclass's ``train`` first takes the logger that
-    is current then (:func:`~rlframe.utils.logging.current.current_logger`), which
-    is the run's logger inside ``logger_context``, and the quiet logger that SyncRl
-    ranks and AsyncRl children make current with ``use_logger``. The runner keeps
+    when ``train()`` starts: the runners' ``train`` first calls :meth:`bind_logger`,
+    which takes the logger current then
+    (:func:`~rlframe.utils.logging.current.current_logger`): the run's logger inside
+    ``logger_context``, and the quiet logger that SyncRl ranks and AsyncRl children
+    make current with ``use_logger``. A runner written from scratch calls
+    ``self.bind_logger()`` at the start of its own ``train``. The runner keeps
     that logger after ``train()`` returns, until its next ``train()``; before its
     first one, ``runner.logger`` is the current logger. rlpyt's module functions
     (``logger.log``, ...) go on acting on the current logger, which is the same one
@@ -27,12 +28,6 @@ class BaseRunner:
 
     # A class default, so that subclasses need not call ``BaseRunner.__init__``.
     _logger: Logger | None = None
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        train = cls.__dict__.get("train")
-        if callable(train) and not getattr(train, "_binds_logger", False):
-            cls.train = _binding_logger(train)  # type: ignore[method-assign]
 
     @property
     def logger(self) -> Logger:
@@ -69,14 +64,3 @@ class BaseRunner:
     def train(self) -> None:
         raise NotImplementedError
 
-
-def _binding_logger(train: Callable[..., Any]) -> Callable[..., Any]:
-    """``train`` that first binds the runner to the current logger."""
-
-    @functools.wraps(train)
-    def train_in_current_run(self: BaseRunner, *args: Any, **kwargs: Any) -> Any:
-        self.bind_logger()
-        return train(self, *args, **kwargs)
-
-    train_in_current_run._binds_logger = True  # type: ignore[attr-defined]
-    return train_in_current_run

@@ -27,7 +27,6 @@ from rlframe.samplers.async_.base import AsyncSamplerMixin
 from rlframe.utils.checks import as_int, positive_int
 from rlframe.utils.launching.pinning import (check_affinity, check_cuda_device, pin_master,
                                              set_torch_threads)
-from rlframe.utils.logging import logger
 from rlframe.utils.prog_bar import ProgBarCounter
 from rlframe.utils.seed import make_seed, set_seed
 
@@ -165,14 +164,15 @@ class MinibatchRlBase(LogPointsMixin, SnapshotMixin, BaseRunner):
         an exception (Ctrl-C, SIGTERM, a worker's error), a final snapshot of the
         last completed iteration is written first.
         """
+        self.bind_logger()
         try:
             n_itr = self.startup()
             self.before_training()
             for itr in range(self.start_itr, n_itr):
                 if self.stop_requested:
                     break
-                logger.set_iteration(itr)
-                with logger.prefix(f"itr #{itr} "):
+                self.logger.set_iteration(itr)
+                with self.logger.prefix(f"itr #{itr} "):
                     self.agent.sample_mode(itr)
                     samples, traj_infos = self.sampler.obtain_samples(itr)
                     self.agent.train_mode(itr)
@@ -223,19 +223,19 @@ class MinibatchRlBase(LogPointsMixin, SnapshotMixin, BaseRunner):
         self._stop_reason = None
         self._callbacks_started = False
         self.last_completed_itr = None
-        if not logger.writes_files() and self.rank == 0:  # Rank 0 logs.
+        if not self.logger.writes_files() and self.rank == 0:  # Rank 0 logs.
             message = (f"{type(self).__name__}.train() runs outside logger_context: nothing "
                        "(progress.csv, debug.log, snapshots) will be saved. Wrap it in "
                        "`with logger_context(log_dir, run_ID, name, config): runner.train()`.")
             warnings.warn(message, stacklevel=3)
-            logger.log(f"WARNING: {message}")
+            self.logger.log(f"WARNING: {message}")
         self._install_sigterm_handler()
         p = psutil.Process()
         pin_master(self.affinity)
         cpu_affin = p.cpu_affinity() if hasattr(p, "cpu_affinity") else "UNAVAILABLE"
-        logger.log(f"Runner {self.rank} master CPU affinity: {cpu_affin}.")
+        self.logger.log(f"Runner {self.rank} master CPU affinity: {cpu_affin}.")
         n_threads = set_torch_threads(self.affinity.get("master_torch_threads"))
-        logger.log(f"Runner {self.rank} master Torch threads: {n_threads}.")
+        self.logger.log(f"Runner {self.rank} master Torch threads: {n_threads}.")
         if self.seed is None:
             self.seed = make_seed()
         set_seed(self.seed)
@@ -256,7 +256,7 @@ class MinibatchRlBase(LogPointsMixin, SnapshotMixin, BaseRunner):
         self.min_itr_learn = getattr(self.algo, "min_itr_learn", 0)
         self.warn_if_never_learning(n_itr, self.min_itr_learn)
         self.initialize_logging()
-        resume_from = logger.get_resume_snapshot()
+        resume_from = self.logger.get_resume_snapshot()
         self.start_itr = 0 if resume_from is None else resume.restore(self, resume_from)
         self._callbacks_started = True
         self._call_callbacks("on_startup")
@@ -281,7 +281,7 @@ class MinibatchRlBase(LogPointsMixin, SnapshotMixin, BaseRunner):
                        f"min_steps_learn={steps} env steps: the agent will not be trained. "
                        "Raise n_steps or lower min_steps_learn.")
             warnings.warn(message, stacklevel=4)
-            logger.log(f"WARNING: {message}")
+            self.logger.log(f"WARNING: {message}")
 
     def get_n_itr(self) -> int:
         """Iterations: ``n_steps // itr_batch_size`` rounded up to whole log intervals."""
@@ -297,18 +297,18 @@ class MinibatchRlBase(LogPointsMixin, SnapshotMixin, BaseRunner):
                        f"training for {n_itr * self.itr_batch_size} env steps ({n_itr} "
                        "iterations) instead.")
             warnings.warn(message, stacklevel=4)  # At the caller of train().
-            logger.log(f"WARNING: {message}")
-        logger.log(f"Running {n_itr} iterations of minibatch RL.")
+            self.logger.log(f"WARNING: {message}")
+        self.logger.log(f"Running {n_itr} iterations of minibatch RL.")
         return n_itr
 
     def shutdown(self) -> None:
         """Stop the progress bar, callbacks and sampler (also after errors and Ctrl-C)."""
         if self.stop_requested:
-            logger.log("Training stopped by a callback.")
+            self.logger.log("Training stopped by a callback.")
         elif getattr(self, "_completed", False):
-            logger.log("Training complete.")
+            self.logger.log("Training complete.")
         else:
-            logger.log("Training stopped early; shutting down.")
+            self.logger.log("Training stopped early; shutting down.")
         self._stop_pbar()
         try:
             if self._callbacks_started:
@@ -363,6 +363,6 @@ class MinibatchRlEval(MinibatchRlBase):
         """Run the sampler's evaluation; returns ``(traj_infos, seconds)``."""
         return self.evaluation.evaluate(self, itr)
 
-    def log_diagnostics(self, itr: int, eval_traj_infos: Sequence[TrajInfo],  # type: ignore[override]
-                        eval_time: float, prefix: str = "Diagnostics/") -> dict[str, Any]:
+    def log_diagnostics(self, itr: int, eval_traj_infos: Sequence[TrajInfo] | None = None,
+                        eval_time: float = 0, prefix: str = "Diagnostics/") -> dict[str, Any]:
         return super().log_diagnostics(itr, eval_traj_infos, eval_time, prefix=prefix)

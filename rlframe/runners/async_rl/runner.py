@@ -17,7 +17,6 @@ from rlframe.runners.callbacks import Callback
 from rlframe.runners.evaluation import AsyncEvaluation
 from rlframe.utils.checks import positive_int
 from rlframe.utils.launching.pinning import check_async_affinity
-from rlframe.utils.logging import logger
 from rlframe.utils.synchronize import check_start_method, drain_queue
 
 if TYPE_CHECKING:
@@ -150,6 +149,7 @@ class AsyncRlBase(AsyncRlLaunch, AsyncRlSupervision, AsyncRlDiagnostics):
             AsyncRlError: a child process failed (an exception, whose traceback
                 the message holds, or killed); the message names it.
         """
+        self.bind_logger()
         try:
             self.startup()  # Sets throttle_itr and delta_throttle_itr (and returns them).
             self.before_training()
@@ -157,8 +157,8 @@ class AsyncRlBase(AsyncRlLaunch, AsyncRlSupervision, AsyncRlDiagnostics):
             log_counter = self._start_sampler_itr // self.log_interval_itrs
             ctrl = self.ctrl
             while not self.stop_requested:
-                logger.set_iteration(itr)
-                with logger.prefix(f"opt_itr #{itr} "):
+                self.logger.set_iteration(itr)
+                with self.logger.prefix(f"opt_itr #{itr} "):
                     throttle_time += self._wait_for_sampler(self.throttle_itr)
                     self._raise_if_failed()
                     if ctrl.quit.value:
