@@ -13,7 +13,8 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Generic, Iterable, Sequence, TypeVar, overload
 
-from rlframe.utils.logging import logger
+from rlframe.utils.logging.current import current_logger
+from rlframe.utils.logging.run_logger import Logger
 
 if TYPE_CHECKING:
     from rlframe.algos.base import RlAlgorithm
@@ -44,8 +45,14 @@ class DiagnosticsRow:
     of every opt-info field (``lossAverage``, ...), and writes the row.
     """
 
-    def __init__(self, prefix: str = DIAGNOSTICS_PREFIX):
+    def __init__(self, prefix: str = DIAGNOSTICS_PREFIX, run_logger: Logger | None = None):
+        """Args:
+            prefix: the columns' prefix in progress.csv.
+            run_logger: the run's logger the row is written to (default: the current
+                logger); runners pass ``runner.logger``.
+        """
         self.prefix = prefix
+        self.logger = current_logger() if run_logger is None else run_logger
         self.columns: list[tuple[str, float]] = []
 
     def add(self, name: str, value: float) -> None:
@@ -63,7 +70,7 @@ class DiagnosticsRow:
         """The evaluating runners' head: the evaluation summarized below (warns in
         debug.log when it completed no trajectory) and the seconds spent evaluating."""
         if not eval_traj_infos:
-            logger.log("WARNING: had no complete trajectories in eval.")
+            self.logger.log("WARNING: had no complete trajectories in eval.")
         self.add("StepsInEval", steps_in(eval_traj_infos))
         self.add("TrajsInEval", len(eval_traj_infos))
         self.add("CumEvalTime", cum_eval_time)
@@ -138,19 +145,19 @@ class DiagnosticsRow:
         Returns:
             the row, keyed like progress.csv's columns.
         """
-        with logger.tabular_prefix(self.prefix):
+        with self.logger.tabular_prefix(self.prefix):
             for name, value in self.columns:
-                logger.record_tabular(name, value)
+                self.logger.record_tabular(name, value)
             for name, value in sampler_diagnostics(sampler).items():
-                logger.record_tabular(name, value)
+                self.logger.record_tabular(name, value)
         keys = (traj_infos[0].keys() if traj_infos
                 else sampler.TrajInfoCls(**sampler.traj_info_kwargs).keys())
         for key in keys:
             if not key.startswith("_"):
-                logger.record_tabular_misc_stat(key, [info[key] for info in traj_infos])
+                self.logger.record_tabular_misc_stat(key, [info[key] for info in traj_infos])
         for key, values in opt_infos.items():
-            logger.record_tabular_misc_stat(key, values)
-        return logger.dump_tabular(with_prefix=False)
+            self.logger.record_tabular_misc_stat(key, values)
+        return self.logger.dump_tabular(with_prefix=False)
 
 
 class RunStatistics:

@@ -11,9 +11,9 @@ import time
 from typing import TYPE_CHECKING, Protocol, Sequence
 
 from rlframe.runners.diagnostics import DiagnosticsRow
-from rlframe.utils.logging import logger
 
 if TYPE_CHECKING:
+    from rlframe.utils.logging.run_logger import Logger
     from rlframe.agents.base import BaseAgent
     from rlframe.samplers.base import BaseSampler
     from rlframe.samplers.collections import TrajInfo
@@ -26,6 +26,7 @@ class EvaluatedRunner(Protocol):
     sampler: BaseSampler
     start_itr: int
     min_itr_learn: int
+    logger: Logger
 
     def stop_progress_bar(self) -> None: ...
 
@@ -65,7 +66,7 @@ class Evaluation:
         """Evaluate the untrained agent and log its row (``Iteration`` -1)."""
         if runner.start_itr > 0:
             return
-        with logger.prefix("itr #0 "):
+        with runner.logger.prefix("itr #0 "):
             eval_traj_infos, eval_time = self.evaluate(runner, 0)
             runner.log_diagnostics(-1, eval_traj_infos, eval_time)
 
@@ -80,12 +81,12 @@ class Evaluation:
         runner.stop_progress_bar()
         if 0 < itr < runner.min_itr_learn - 1:
             return [], 0.0
-        logger.log("Evaluating agent...")
+        runner.logger.log("Evaluating agent...")
         runner.agent.eval_mode(itr)
         eval_time = -time.time()
         traj_infos = runner.sampler.evaluate_agent(itr)
         eval_time += time.time()
-        logger.log("Evaluation runs complete.")
+        runner.logger.log("Evaluation runs complete.")
         return traj_infos, eval_time
 
     def add_columns(self, row: DiagnosticsRow, eval_traj_infos: list[TrajInfo],

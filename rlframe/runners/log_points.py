@@ -9,7 +9,6 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, Sequence
 
 from rlframe.runners.diagnostics import DiagnosticsRow, RunStatistics, StatisticsField
-from rlframe.utils.logging import logger
 from rlframe.utils.prog_bar import ProgBarCounter
 
 if TYPE_CHECKING:
@@ -52,7 +51,7 @@ class LogPointsMixin:
         online runner starts the progress bar of its first log interval."""
         self._initialize_statistics()
         if self.evaluation is None:
-            logger.log(f"Optimizing over {self.log_interval_itrs} iterations.")
+            self.logger.log(f"Optimizing over {self.log_interval_itrs} iterations.")
             self._start_pbar()
 
     def _initialize_statistics(self) -> None:
@@ -101,7 +100,7 @@ class LogPointsMixin:
         stats = self.stats
         new_time = time.time()
         stats.cum_time = new_time - stats.start_time
-        row = DiagnosticsRow(prefix)
+        row = DiagnosticsRow(prefix, self.logger)
         if self.evaluation is not None:
             traj_infos = list(traj_infos or [])
             self.evaluation.add_columns(row, traj_infos, eval_time)
@@ -118,7 +117,7 @@ class LogPointsMixin:
         stats.last_time = new_time
         stats.last_update_counter = self.algo.update_counter
         if not self._report_row(itr, diagnostics) and itr < self.n_itr - 1:
-            logger.log(f"Optimizing over {self.log_interval_itrs} iterations.")
+            self.logger.log(f"Optimizing over {self.log_interval_itrs} iterations.")
             self._start_pbar()
         return diagnostics
 
@@ -128,7 +127,7 @@ class LogPointsMixin:
         if stopped_by:
             names = ", ".join(repr(callback) for callback in stopped_by)
             self._stop_reason = f"{names} returned False from on_log at iteration {itr}"
-            logger.log(f"Stopping the run: {self._stop_reason}.")
+            self.logger.log(f"Stopping the run: {self._stop_reason}.")
         return bool(stopped_by)
 
     # ------------------------------------------------------------------ state

@@ -21,9 +21,9 @@ from rlframe.utils.checkpoint import (REPLAY_FILE, SAMPLER_STATE_FILE, SnapshotE
                                       load_sampler_state, load_snapshot, read_state_file,
                                       replay_state, rng_state, sampler_state, set_rng_state,
                                       write_state_file)
-from rlframe.utils.logging import logger
 
 if TYPE_CHECKING:
+    from rlframe.utils.logging.run_logger import Logger
     import torch
 
     from rlframe.agents.base import BaseAgent
@@ -42,6 +42,7 @@ class ResumableRunner(Protocol):
     sampler: BaseSampler
     itr_batch_size: int
     last_completed_itr: int | None
+    logger: Logger
 
     def state_dict(self) -> dict: ...
 
@@ -69,7 +70,7 @@ def training_state(runner: ResumableRunner) -> dict:
 
 def write_side_files(runner: ResumableRunner, itr: int) -> None:
     """Beside the snapshot just written: the sampler's envs and, when asked, the replay."""
-    run_dir = logger.get_snapshot_dir()
+    run_dir = runner.logger.get_snapshot_dir()
     if run_dir is None:
         return
     state, why = sampler_state(runner.sampler)
@@ -77,8 +78,8 @@ def write_side_files(runner: ResumableRunner, itr: int) -> None:
         write_state_file(run_dir, SAMPLER_STATE_FILE, itr, state)
     elif runner not in _told_no_sampler_state:
         _told_no_sampler_state.add(runner)
-        logger.log(f"Snapshots keep no env states ({why}): a resumed run starts its "
-                   "training episodes afresh.")
+        runner.logger.log(f"Snapshots keep no env states ({why}): a resumed run starts its "
+                          "training episodes afresh.")
     if getattr(runner.algo, "checkpoint_replay", False):
         replay = runner.algo.replay_buffer
         storage = getattr(replay, "storage", None)
@@ -113,8 +114,8 @@ def restore(runner: ResumableRunner, path: str) -> int:
     _restore_replay(runner, run_dir, itr)
     set_rng_state(snapshot["rng_state"])  # Last: nothing above draws from them.
     runner.last_completed_itr = itr  # Last: the whole run is restored.
-    logger.log(f"Resumed from {os.path.basename(path)}: iteration {itr}, "
-               f"{expected} env steps, {runner.algo.update_counter} updates done.")
+    runner.logger.log(f"Resumed from {os.path.basename(path)}: iteration {itr}, "
+                      f"{expected} env steps, {runner.algo.update_counter} updates done.")
     return itr + 1
 
 
@@ -143,9 +144,10 @@ def restore_async(runner: AsyncResumableRunner, snapshot: dict, path: str) -> in
     runner.load_state_dict(_runner_state(snapshot, sampler_itr=int(snapshot["sampler_itr"])))
     set_rng_state(snapshot["rng_state"])
     runner.last_completed_itr = itr  # Last: the whole run is restored.
-    logger.log(f"Resumed from {os.path.basename(path)}: optimizer iteration {itr}, sampler "
-               f"iteration {snapshot['sampler_itr']} ({snapshot['cum_steps']} env steps), "
-               f"{runner.algo.update_counter} updates done; the sampler starts fresh episodes.")
+    runner.logger.log(
+        f"Resumed from {os.path.basename(path)}: optimizer iteration {itr}, sampler "
+        f"iteration {snapshot['sampler_itr']} ({snapshot['cum_steps']} env steps), "
+        f"{runner.algo.update_counter} updates done; the sampler starts fresh episodes.")
     return itr + 1
 
 
@@ -187,7 +189,7 @@ def _runner_state(snapshot: dict, **known: int) -> dict:
 def _restore_sampler(runner: ResumableRunner, run_dir: str, itr: int) -> None:
     state, why = read_state_file(run_dir, SAMPLER_STATE_FILE, itr)
     if state is None:
-        logger.log(f"Training envs start afresh ({why}).")
+        runner.logger.log(f"Training envs start afresh ({why}).")
         return
     load_sampler_state(runner.sampler, state)
 
@@ -197,12 +199,12 @@ def _restore_replay(runner: ResumableRunner, run_dir: str, itr: int) -> None:
     if replay is None:
         return
     if not getattr(runner.algo, "checkpoint_replay", False):
-        logger.log("The replay buffer starts empty (the algorithm was not made with "
-                   "checkpoint_replay=True).")
+        runner.logger.log("The replay buffer starts empty (the algorithm was not made with "
+                          "checkpoint_replay=True).")
         return
     state, why = read_state_file(run_dir, REPLAY_FILE, itr)
     if state is None:
-        logger.log(f"WARNING: the replay buffer starts empty ({why}).")
+        runner.logger.log(f"WARNING: the replay buffer starts empty ({why}).")
         return
     load_replay_state(replay, state)
-    logger.log(f"Replay buffer restored: {replay.n_stored} steps per env.")
+    runner.logger.log(f"Replay buffer restored: {replay.n_stored} steps per env.")

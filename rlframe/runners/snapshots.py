@@ -9,7 +9,6 @@ import torch
 from rlframe.runners import resume
 from rlframe.runners.loading import agent_spec
 from rlframe.utils.collections import iter_leaves
-from rlframe.utils.logging import logger
 
 if TYPE_CHECKING:
     from rlframe.agents.base import BaseAgent
@@ -57,14 +56,14 @@ class SnapshotMixin:
             The names of the files written.
         """
         if not self.agent_weights_finite():
-            logger.log(f"WARNING: the agent's weights at iteration {itr} are not all finite; "
-                       "no snapshot written (the last one written is kept).")
+            self.logger.log(f"WARNING: the agent's weights at iteration {itr} are not all finite; "
+                            "no snapshot written (the last one written is kept).")
             return []
-        logger.log("saving snapshot...")
-        names = logger.save_itr_params(itr, self.get_itr_snapshot(itr), final=final)
+        self.logger.log("saving snapshot...")
+        names = self.logger.save_itr_params(itr, self.get_itr_snapshot(itr), final=final)
         if names:
             resume.write_side_files(self, itr)
-        logger.log("saved")
+        self.logger.log("saved")
         return names
 
     def agent_weights_finite(self) -> bool:
@@ -77,7 +76,8 @@ class SnapshotMixin:
         """The run is ending by ``error``: snapshot its last completed iteration (not in
         ``snapshot_mode="none"``) and say so in debug.log."""
         itr = getattr(self, "last_completed_itr", None)  # None before startup set it.
-        if itr is None or logger.get_snapshot_mode() == "none" or not logger.writes_files():
+        run_logger = self.logger
+        if itr is None or run_logger.get_snapshot_mode() == "none" or not run_logger.writes_files():
             return
         if isinstance(error, KeyboardInterrupt):
             cause = "interrupted (Ctrl-C)"
@@ -88,8 +88,8 @@ class SnapshotMixin:
         try:
             names = self.save_itr_snapshot(itr, final=True)
         except Exception as save_error:  # noqa: BLE001 - the original error matters more.
-            logger.log(f"Training {cause}; the final snapshot failed: {save_error!r}")
+            self.logger.log(f"Training {cause}; the final snapshot failed: {save_error!r}")
             return
         if names:
-            logger.log(f"Training {cause}: final snapshot of iteration {itr} written "
-                       f"({', '.join(names)}).")
+            self.logger.log(f"Training {cause}: final snapshot of iteration {itr} written "
+                            f"({', '.join(names)}).")

@@ -14,7 +14,6 @@ from rlframe.runners.diagnostics import DiagnosticsRow
 from rlframe.runners.evaluation import AsyncEvaluation
 from rlframe.runners.minibatch_rl import MinibatchRlBase, sampler_diagnostics
 from rlframe.utils.loading import agent_spec
-from rlframe.utils.logging import logger
 
 if TYPE_CHECKING:
     from rlframe.runners.async_rl.control import AsyncControl
@@ -117,7 +116,7 @@ class AsyncRlDiagnostics(MinibatchRlBase):
         learn_samples = self.sampler_batch_size * (sampler_itr - self._learn_start_itr)
         learning_ratio = (self.algo.update_counter * batch_size * ws / learn_samples
                           if learn_samples > 0 else float("nan"))
-        row = DiagnosticsRow(prefix)
+        row = DiagnosticsRow(prefix, self.logger)
         non_eval_rate = None
         if self.evaluation is not None:
             traj_infos = self.evaluation.take()
@@ -179,7 +178,7 @@ class AsyncRlDiagnostics(MinibatchRlBase):
                        f"{ratio:.3g}, below half of {type(self.algo).__name__}'s "
                        f"replay_ratio={target:g}: the sampler outruns the optimizer, which "
                        f"makes fewer updates than asked for. To keep replay_ratio, {advice}.")
-            logger.log(f"WARNING: {message}")
+            self.logger.log(f"WARNING: {message}")
             warnings.warn(message, RuntimeWarning, stacklevel=2)
             return
 

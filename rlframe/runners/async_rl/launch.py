@@ -22,10 +22,10 @@ from rlframe.samplers.async_.base import N_DOUBLE_BUFFER
 from rlframe.samplers.ray.sampler import RaySampler, ray_used_here
 from rlframe.utils.distributed import init_process_group_watched
 from rlframe.utils.launching.pinning import set_cpu_affinity, set_torch_threads
-from rlframe.utils.logging import logger
 from rlframe.utils.processes import ChildSupervisor
 from rlframe.utils.seed import make_seed, set_seed
-from rlframe.utils.synchronize import cuda_fork_problem, find_port, start_method_without_fork
+from rlframe.utils.synchronize import (autograd_fork_problem, cuda_fork_problem, find_port,
+                                      start_method_without_fork)
 
 
 class AsyncRlLaunch(MinibatchRlBase):
@@ -42,10 +42,10 @@ class AsyncRlLaunch(MinibatchRlBase):
         self._supervisor: ChildSupervisor | None = None  # An earlier run's reports go.
         self.rank_digests, self.rank_optimize_calls = [], []
         self.last_completed_itr: int | None = None
-        if not logger.writes_files():
+        if not self.logger.writes_files():
             message = (f"{type(self).__name__}.train() runs outside logger_context: nothing "
                        "(progress.csv, debug.log, snapshots) will be saved.")
-            logger.log(f"WARNING: {message}")
+            self.logger.log(f"WARNING: {message}")
         self._install_sigterm_handler()
         if self.seed is None:
             self.seed = make_seed()
@@ -70,7 +70,7 @@ class AsyncRlLaunch(MinibatchRlBase):
         self._learn_start_itr = self.throttle_itr  # The optimizer's first call may come here.
         self._ratio_warned = False
         self.warn_if_never_learning(n_itr, self.throttle_itr - 1)
-        resume_from = logger.get_resume_snapshot()
+        resume_from = self.logger.get_resume_snapshot()
         snapshot = None if resume_from is None else resume.load_async_snapshot(self, resume_from)
         self._start_sampler_itr = 0 if snapshot is None else snapshot["sampler_itr"] + 1
         self.launch_workers(n_itr)
@@ -85,8 +85,9 @@ class AsyncRlLaunch(MinibatchRlBase):
     def _children_start_method(self) -> str | None:
         """``start_method``, or ``"forkserver"`` in place of a default fork (logged) where
         a forked child would fail: a Ray sampler in a process that used Ray (a notebook,
-        a script that ran a RaySampler first), or children on a GPU when this process has
-        initialized CUDA.
+        a script that ran a RaySampler first), children on a GPU when this process has
+        initialized CUDA, or optimizer ranks 1.. when a backward pass here started
+        autograd's device threads (torch sees a GPU).
 
         Raises:
             RuntimeError: ``start_method="fork"`` was asked for in such a process.
@@ -102,13 +103,15 @@ class AsyncRlLaunch(MinibatchRlBase):
             cuda_idxs = [server.get("cuda_idx") for server in servers]
             cuda_idxs += [opt.get("cuda_idx") for opt in self.affinity["optimizer"][1:]]
             why = cuda_fork_problem(cuda_idxs)
+            if why is None and len(self.affinity["optimizer"]) > 1:
+                why = autograd_fork_problem()  # Optimizer ranks 1.. run backward passes.
         return start_method_without_fork(self.start_method, type(self).__name__, why)
 
     def get_n_itr(self) -> int:
         """Sampler iterations; see :func:`async_n_itr`."""
         self.log_interval_itrs, self.n_itr = async_n_itr(self.n_steps, self.log_interval_steps,
                                                          self.sampler_batch_size)
-        logger.log(f"Running {self.n_itr} sampler iterations.")
+        self.logger.log(f"Running {self.n_itr} sampler iterations.")
         return self.n_itr
 
     def launch_workers(self, n_itr: int) -> None:
@@ -142,13 +145,13 @@ class AsyncRlLaunch(MinibatchRlBase):
         self.processes = supervisor.children
         self._training = True
         supervisor.start()
-        logger.log("Started the sampler and memory copier processes (pids "
-                   f"{[p.pid for name, p in self.processes.items() if name not in opt_names]}"
-                   ").")
+        self.logger.log("Started the sampler and memory copier processes (pids "
+                        f"{[p.pid for name, p in self.processes.items() if name not in opt_names]}"
+                        ").")
         if opt_names:
-            logger.log(f"Started optimizer ranks 1..{self.world_size - 1} (pids "
-                       f"{[self.processes[name].pid for name in opt_names]}); process group "
-                       f"at {self._init_method}.")
+            self.logger.log(f"Started optimizer ranks 1..{self.world_size - 1} (pids "
+                            f"{[self.processes[name].pid for name in opt_names]}); process group "
+                            f"at {self._init_method}.")
         self._start_watchdog()
 
     def _add_optimizer_ranks(self, n_itr: int, common: dict) -> list[str]:
@@ -169,7 +172,7 @@ class AsyncRlLaunch(MinibatchRlBase):
                                     affinity={**opt_affinities[rank], "set_affinity": pin},
                                     seed=self.seed + 100, ctrl=self.ctrl, port=port,
                                     pg_timeout=self.pg_timeout, **common)
-            worker.resume_snapshot = logger.get_resume_snapshot()
+            worker.resume_snapshot = self.logger.get_resume_snapshot()
             self._supervisor.add(worker.name, worker.optimize, process_name=f"AsyncRl-opt{rank}")
             names.append(worker.name)
         return names
@@ -185,7 +188,7 @@ class AsyncRlLaunch(MinibatchRlBase):
         if self.affinity.get("set_affinity", True) and opt_affinity.get("set_affinity", True):
             set_cpu_affinity(opt_affinity["cpus"])
         n_threads = set_torch_threads(opt_affinity.get("torch_threads"))
-        logger.log(f"Optimizer CPUs {opt_affinity['cpus']}, Torch threads {n_threads}.")
+        self.logger.log(f"Optimizer CPUs {opt_affinity['cpus']}, Torch threads {n_threads}.")
         cuda_idx = opt_affinity.get("cuda_idx")
         if self.world_size > 1:
             self._opt_group = self._join_optimizer_ranks(cuda_idx)
@@ -212,8 +215,8 @@ class AsyncRlLaunch(MinibatchRlBase):
         group = init_process_group_watched(backend, 0, self.world_size, self._init_method,
                                            self.pg_timeout, self._raise_if_failed, POLL_S)
         self._joined_ranks = True
-        logger.log(f"Joined the process group of {self.world_size} optimizer ranks as rank 0 "
-                   f"(backend {backend}).")
+        self.logger.log(f"Joined the process group of {self.world_size} optimizer ranks as rank 0 "
+                        f"(backend {backend}).")
         return group
 
     def _may_optimize(self, throttle_itr: float) -> bool:

@@ -134,8 +134,7 @@ class AsyncOptWorker:
         # Objects inherited from the master by fork are never collected here: their
         # destructors may wait on threads that exist only in the master.
         gc.freeze()
-        quiet = logger.Logger()
-        quiet.disable()
+        quiet = logger.quiet_logger()
         failed = False
         try:
             with logger.use_logger(quiet):

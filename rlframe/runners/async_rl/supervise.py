@@ -16,7 +16,6 @@ from rlframe.runners.async_rl.control import POLL_S
 from rlframe.runners.minibatch_rl import MinibatchRlBase
 from rlframe.utils.distributed import gather_objects, is_collective_error, state_digest
 from rlframe.utils.launching.pinning import set_cpu_affinity
-from rlframe.utils.logging import logger
 from rlframe.utils.processes import ChildSupervisor, interrupt_main_thread
 from rlframe.utils.synchronize import drain_queue
 
@@ -76,7 +75,7 @@ class AsyncRlSupervision(MinibatchRlBase):
                 ctrl.opt_throttle.abort()
 
         def on_grace_passed(failure: str) -> None:
-            logger.log(f"ERROR: {failure} Stopping the run.")
+            self.logger.log(f"ERROR: {failure} Stopping the run.")
             interrupt_main_thread()
 
         self._monitor = self._supervisor.start_watchdog(
@@ -142,7 +141,7 @@ class AsyncRlSupervision(MinibatchRlBase):
             if self._failure is None and not getattr(self, "_completed", False):
                 failure = self._find_failure()
                 if failure is not None:
-                    logger.log(f"ERROR: {failure}")
+                    self.logger.log(f"ERROR: {failure}")
             supervisor.stop(join_s=0., terminate_s=1., drain=drain)
         if self.traj_infos_queue is not None:
             drain()
@@ -192,8 +191,9 @@ class AsyncRlSupervision(MinibatchRlBase):
         except threading.BrokenBarrierError:
             met = False
         if not met:
-            logger.log("WARNING: optimizer ranks 1.. did not meet rank 0 at the end of the run "
-                       f"within {JOIN_TIMEOUT_S} s; stopping them.")
+            self.logger.log(
+                "WARNING: optimizer ranks 1.. did not meet rank 0 at the end of the run "
+                f"within {JOIN_TIMEOUT_S} s; stopping them.")
         return met
 
     def _gather_rank_summaries(self) -> None:
@@ -203,12 +203,12 @@ class AsyncRlSupervision(MinibatchRlBase):
         try:
             gathered = gather_objects(summary, dst=0, group=self._opt_group)
         except Exception as error:  # noqa: BLE001 - a rank failing at the very end.
-            logger.log(f"WARNING: could not gather the optimizer ranks' parameter digests "
-                       f"({type(error).__name__}: {error}).")
+            self.logger.log(f"WARNING: could not gather the optimizer ranks' parameter digests "
+                            f"({type(error).__name__}: {error}).")
             return
         self.rank_optimize_calls = [item["optimize_calls"] for item in gathered]
         self.rank_digests = [item["digest"] for item in gathered]
         differ = [r for r, d in enumerate(self.rank_digests) if d != self.rank_digests[0]]
         if differ:
-            logger.log(f"WARNING: the agent's parameters on optimizer rank(s) {differ} differ "
-                       "from rank 0's (a parameter trained outside DistributedDataParallel?).")
+            self.logger.log(f"WARNING: the agent's parameters on optimizer rank(s) {differ} differ "
+                            "from rank 0's (a parameter trained outside DistributedDataParallel?).")

@@ -19,7 +19,8 @@ from rlframe.utils.logging import logger
 from rlframe.utils.processes import (ChildSupervisor, QueueLike, die_with_parent,
                                      interrupt_main_thread, report_error)
 from rlframe.utils.seed import make_seed
-from rlframe.utils.synchronize import cuda_fork_problem, find_port, start_method_without_fork
+from rlframe.utils.synchronize import (autograd_fork_problem, cuda_fork_problem, find_port,
+                                      start_method_without_fork)
 
 JOIN_TIMEOUT_S = 30.  # Ranks 1.. finishing after rank 0 at the end of a run.
 # Ranks 1.. stopping after SIGTERM, before SIGKILL (a rank blocked in a collective
@@ -94,13 +95,25 @@ class SyncRankLauncher(MinibatchRlBase):
         """rlpyt's name: rank 0 starts ranks 1.. (called by :meth:`startup`)."""
         self._launch_workers()
 
+    def _ranks_start_method(self) -> str | None:
+        """``start_method``, or ``"forkserver"`` in place of a default fork (logged) where
+        a forked rank would fail: ranks on a GPU when this process has initialized CUDA,
+        or any rank once a backward pass here started autograd's device threads (torch
+        sees a GPU; every rank runs backward passes).
+
+        Raises:
+            RuntimeError: ``start_method="fork"`` was asked for in such a process.
+        """
+        assert self.affinities is not None  # Not under torchrun.
+        why = (cuda_fork_problem([affinity.get("cuda_idx") for affinity in self.affinities[1:]])
+               or autograd_fork_problem())
+        return start_method_without_fork(self.start_method, type(self).__name__, why)
+
     def _launch_workers(self) -> None:
         if self.workers:
             return
         assert self.affinities is not None  # Not under torchrun.
-        why = cuda_fork_problem([affinity.get("cuda_idx") for affinity in self.affinities[1:]])
-        ctx = mp.get_context(start_method_without_fork(self.start_method, type(self).__name__,
-                                                       why))
+        ctx = mp.get_context(self._ranks_start_method())
         supervisor = self._supervisor = ChildSupervisor(ctx)
         for rank in range(1, self.world_size):
             supervisor.add(f"rank {rank}", run_sync_rank, daemon=False,
@@ -110,8 +123,8 @@ class SyncRankLauncher(MinibatchRlBase):
                                        error_queue=supervisor.error_queue))
         supervisor.start()
         self.workers = list(supervisor.children.values())
-        logger.log(f"Started ranks 1..{self.world_size - 1} (pids "
-                   f"{[p.pid for p in self.workers]}); process group at {self._init_method}.")
+        self.logger.log(f"Started ranks 1..{self.world_size - 1} (pids "
+                        f"{[p.pid for p in self.workers]}); process group at {self._init_method}.")
         if self.workers:
             supervisor.start_watchdog(lambda: self._training, FAILURE_GRACE_S,
                                       self._stop_for_failure, poll_s=WATCH_POLL_S,
@@ -121,7 +134,7 @@ class SyncRankLauncher(MinibatchRlBase):
         """The watchdog's last resort: a rank died and rank 0 did not notice within
         FAILURE_GRACE_S (e.g. it is evaluating)."""
         self._failure = failure
-        logger.log(f"ERROR: {failure} Stopping the run.")
+        self.logger.log(f"ERROR: {failure} Stopping the run.")
         interrupt_main_thread(real_signal=False)
 
     def _find_failure(self, wait_s: float = 0.) -> str | None:
@@ -163,8 +176,7 @@ def run_sync_rank(runner: SyncRank, rank: int, init_method: str,
     # Objects inherited from rank 0 by fork are never collected here: their destructors
     # may wait on threads that exist only in rank 0 (e.g. an earlier run's gloo group).
     gc.freeze()
-    quiet = logger.Logger()
-    quiet.disable()
+    quiet = logger.quiet_logger()
     try:
         with logger.use_logger(quiet):
             runner._become_rank(rank, init_method)

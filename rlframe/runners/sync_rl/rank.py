@@ -12,7 +12,6 @@ from rlframe.runners.minibatch_rl import MinibatchRl, MinibatchRlBase
 from rlframe.samplers.collections import BatchSpec, TrajInfo
 from rlframe.utils.distributed import (broadcast_object, broadcast_state, gather_objects,
                                        init_process_group, is_collective_error, state_digest)
-from rlframe.utils.logging import logger
 from rlframe.utils.seed import make_seed, set_seed
 
 BATCH_SCALINGS = ("weak", "strong")
@@ -89,8 +88,8 @@ class SyncRank(MinibatchRlBase):
             seed = make_seed() if self.seed is None else self.seed
             self._base_seed = broadcast_object(seed, group=self._ctrl_group)
             self.seed = self._base_seed + 100 * self.rank
-            logger.log(f"Joined torchrun's process group: rank {self.rank} of "
-                       f"{self.world_size}, backend {backend}.")
+            self.logger.log(f"Joined torchrun's process group: rank {self.rank} of "
+                            f"{self.world_size}, backend {backend}.")
         elif self.is_rank0:  # SyncRankLauncher's part.
             self._ctrl_group = self._start_ranks(backend)  # type: ignore[attr-defined]
         else:  # Started by rank 0, with seed and init_method set (_become_rank).
@@ -118,7 +117,7 @@ class SyncRank(MinibatchRlBase):
         self.sampler.batch_spec = BatchSpec(spec.T, spec.B // ws)
         if batch_size is not None:
             self.algo._batch_size = batch_size // ws
-        logger.log(f"Strong scaling: each of {ws} ranks samples batch_B={spec.B // ws}.")
+        self.logger.log(f"Strong scaling: each of {ws} ranks samples batch_B={spec.B // ws}.")
 
     def _sync_initial_state(self) -> None:
         """Give every rank rank 0's agent state (DistributedDataParallel broadcasts the
@@ -172,8 +171,8 @@ class SyncRank(MinibatchRlBase):
         self.rank_digests = [digest for _, digest in gathered]
         if len(set(self.rank_digests)) > 1:
             differ = [r for r, d in enumerate(self.rank_digests) if d != self.rank_digests[0]]
-            logger.log(f"WARNING: the agent's parameters on rank(s) {differ} differ from rank "
-                       "0's (a parameter trained outside DistributedDataParallel?).")
+            self.logger.log(f"WARNING: the agent's parameters on rank(s) {differ} differ from rank "
+                            "0's (a parameter trained outside DistributedDataParallel?).")
 
     def initialize_logging(self) -> None:
         super().initialize_logging()
