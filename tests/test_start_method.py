@@ -1,11 +1,16 @@
 """Children's start method where forking this process would break them: a default
 fork becomes forkserver (logged); an explicit fork is refused with the reason."""
+import ctypes
 import multiprocessing as mp
+import os
+import threading
+import time
 
 import pytest
 import torch
 
-from rlframe.utils.synchronize import cuda_fork_problem, start_method_without_fork
+from rlframe.utils.synchronize import (autograd_fork_problem, autograd_thread_names,
+                                      cuda_fork_problem, start_method_without_fork)
 
 
 def test_no_problem_keeps_what_was_asked():
@@ -33,3 +38,56 @@ def test_cuda_is_a_problem_only_for_children_on_a_gpu_after_cuda_was_initialized
     assert "has initialized CUDA" in cuda_fork_problem([None, 0])
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
     assert cuda_fork_problem([0, 1]) is None
+
+
+def _thread_named(name, stop):
+    """A thread whose OS name (what /proc/self/task/<tid>/comm shows) is ``name``."""
+    libc = ctypes.CDLL(None)
+    libc.prctl(15, name.encode(), 0, 0, 0)  # PR_SET_NAME
+    stop.wait(30)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="reads /proc (Linux)")
+def test_autograd_device_threads_are_found_by_their_os_name():
+    assert autograd_fork_problem() is None  # CPU-only torch starts no device threads.
+    stop = threading.Event()
+    thread = threading.Thread(target=_thread_named, args=("pt_autograd_7", stop))
+    thread.start()
+    try:
+        deadline = time.time() + 5
+        while "pt_autograd_7" not in autograd_thread_names() and time.time() < deadline:
+            time.sleep(0.01)
+        assert autograd_thread_names() == ["pt_autograd_7"]
+        why = autograd_fork_problem()
+        assert f"this process (pid {os.getpid()}) has run a backward pass" in why
+        assert "pt_autograd_7" in why and "torch refuses autograd" in why
+    finally:
+        stop.set()
+        thread.join()
+    assert autograd_thread_names() == []
+
+
+def _tiny_runner(runner_cls, **kwargs):
+    from rlframe.agents.pg.categorical import CategoricalPgAgent
+    from rlframe.algos.pg.a2c import A2C
+    from rlframe.envs.gym import make as gym_make
+    from rlframe.samplers.serial.sampler import SerialSampler
+    sampler = SerialSampler(EnvCls=gym_make, env_kwargs=dict(id="CartPole-v1"), batch_T=4,
+                            batch_B=2, max_decorrelation_steps=0)
+    return runner_cls(algo=A2C(), agent=CategoricalPgAgent(), sampler=sampler, n_steps=64,
+                      **kwargs)
+
+
+def test_sync_ranks_avoid_fork_after_autograd_threads_started(monkeypatch, capsys):
+    from rlframe.runners.sync_rl import SyncRl
+    import rlframe.runners.sync_rl.launch as launch
+    runner = _tiny_runner(SyncRl, affinity=[dict(cpus=[0]), dict(cpus=[1])])
+    monkeypatch.setattr(mp, "get_start_method", lambda allow_none=False: "fork")
+    assert runner._ranks_start_method() is None  # No problem: the default fork.
+    monkeypatch.setattr(launch, "autograd_fork_problem", lambda: "autograd threads run")
+    assert runner._ranks_start_method() == "forkserver"
+    assert "instead of the default 'fork': autograd threads run." in capsys.readouterr().out
+    runner.start_method = "fork"
+    with pytest.raises(RuntimeError, match="SyncRl: start_method='fork' cannot work here: "
+                                           "autograd threads run"):
+        runner._ranks_start_method()

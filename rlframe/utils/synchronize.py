@@ -242,3 +242,36 @@ def cuda_fork_problem(child_cuda_idxs: list[int | None]) -> str | None:
         return None
     return (f"this process (pid {os.getpid()}) has initialized CUDA, and a child that uses "
             "a GPU cannot initialize it again in a forked process")
+
+
+def autograd_thread_names() -> list[str]:
+    """Names of this process's autograd device threads (``pt_autograd_<device>``).
+
+    torch starts them at the first backward pass in a process whose torch sees a
+    GPU, even for a backward on the CPU; Linux only (``/proc``), else ``[]``."""
+    names = []
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return names
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/comm") as f:
+                name = f.read().strip()
+        except OSError:  # The thread ended meanwhile.
+            continue
+        if name.startswith("pt_autograd_"):
+            names.append(name)
+    return sorted(names)
+
+
+def autograd_fork_problem() -> str | None:
+    """Why forked children could not run a backward pass, or None: torch refuses
+    autograd in a process forked from one whose autograd device threads run (which
+    a backward pass starts when torch sees a GPU, e.g. a run earlier in the script)."""
+    threads = autograd_thread_names()
+    if not threads:
+        return None
+    return (f"this process (pid {os.getpid()}) has run a backward pass with a GPU visible "
+            f"(its autograd threads {', '.join(threads)} run), and torch refuses autograd "
+            "in a process forked from it")
