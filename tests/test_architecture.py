@@ -289,3 +289,13 @@ def test_aliases_only_re_export_their_home():
             extra.append(f"line {node.lineno}: {ast.unparse(node).splitlines()[0]}")
         assert not extra, (f"{alias} is kept in the layer of {home} as its re-export, but holds "
                            f"more than imports from it:\n" + "\n".join(extra))
+
+
+MAX_MODULE_LINES = 500  # A module a reader can hold in their head; split by job beyond.
+
+
+def test_no_module_is_over_500_lines():
+    long = {path.relative_to(PACKAGE_DIR).as_posix(): n
+            for path in sorted(PACKAGE_DIR.rglob("*.py"))
+            if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"modules over {MAX_MODULE_LINES} lines (split them by job): {long}"

@@ -248,25 +248,9 @@ class Logger:
         return self._snapshots.gap
 
     def save_itr_params(self, itr: int, params: object, final: bool = False) -> list[str]:
-        """Save ``params`` with ``torch.save`` according to the snapshot mode
-        (:meth:`rlframe.utils.snapshots.SnapshotWriter.save_itr_params`).
-
-        Nothing happens without a snapshot directory. Each file is written to a
-        temporary name and renamed, so a crash never leaves a truncated snapshot.
-
-        Args:
-            itr: iteration number, used in ``itr_<itr>.pkl`` and by the ``"gap"`` rule.
-            params: the snapshot, e.g. ``dict(itr=..., agent_state_dict=...)``.
-            final: the last snapshot of a run that is ending: the ``"gap"`` modes
-                write ``itr_<itr>.pkl`` whatever the gap.
-
-        Returns:
-            The names of the files written.
-
-        Raises:
-            OSError: naming the snapshot file that could not be written (e.g. the disk
-                is full); the previous snapshot of that name is left intact.
-        """
+        """Save the snapshot ``params`` of iteration ``itr`` as the snapshot mode says;
+        see :meth:`rlframe.utils.snapshots.SnapshotWriter.save_itr_params` (arguments,
+        returned file names, and the OSError naming a file that could not be written)."""
         return self._snapshots.save_itr_params(itr, params, final=final)
 
     def writes_files(self) -> bool:
