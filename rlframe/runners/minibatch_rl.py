@@ -128,10 +128,6 @@ class MinibatchRlBase(LogPointsMixin, SnapshotMixin, BaseRunner):
         if batch_spec is not None and check_batch_spec is not None:
             check_batch_spec(batch_spec, recurrent=getattr(self.agent, "recurrent", False))
 
-    def _check_eval_sampler(self) -> None:
-        """Evaluating runners need a sampler with evaluation envs."""
-        (self.evaluation or Evaluation()).check(self)
-
     def _check_agent_env(self) -> None:
         """Build one env and ask the agent whether it (and its model) can act in it,
         before any run directory exists."""

@@ -133,8 +133,6 @@ class AsyncRlBase(AsyncRlLaunch, AsyncRlSupervision, AsyncRlDiagnostics):
         self._monitor: threading.Thread | None = None
         self._original_cpus: list[int] | None = None
         self.rank, self.world_size = 0, len(affinity["optimizer"])  # Optimizer ranks.
-        self._error_reports: list[tuple[str, str, bool]] = []
-        self._stopped_children: set[str] = set()  # Ended by this process at shutdown.
         self._init_method: str | None = None  # Where optimizer ranks 1.. meet rank 0.
         self._opt_group: Any = None  # Gloo group of the ranks' objects (None: the default).
         self._joined_ranks = False  # This process joined the optimizer ranks' process group.

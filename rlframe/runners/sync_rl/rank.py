@@ -8,7 +8,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from rlframe.runners.minibatch_rl import MinibatchRl, MinibatchRlBase
+from rlframe.runners.minibatch_rl import MinibatchRlBase
 from rlframe.samplers.collections import BatchSpec, TrajInfo
 from rlframe.utils.distributed import (broadcast_object, broadcast_state, gather_objects,
                                        init_process_group, is_collective_error, state_digest)
@@ -69,13 +69,13 @@ class SyncRank(MinibatchRlBase):
         self._training = True
         self._init_distributed()
         self._scale_batches()
-        if not self.is_rank0 and self._eval:
+        if not self.is_rank0 and self.evaluation is not None:
             self.sampler.eval_n_envs = 0  # Only rank 0 evaluates.
         n_itr = super().startup()  # Rank 0 loads the snapshot of a resumed run.
         self._sync_initial_state()
         self._sync_resumed_state()
         dist.barrier(group=self._ctrl_group)
-        self._start_time = self._last_time = time.time()
+        self.stats.start_time = self.stats.last_time = time.time()
         return n_itr
 
     def _init_distributed(self) -> None:
@@ -164,10 +164,8 @@ class SyncRank(MinibatchRlBase):
 
     def _receive_from_ranks(self, gathered: list[tuple[list[TrajInfo], str]]) -> None:
         traj_infos = [info for infos, _ in gathered[1:] for info in infos]
-        self._cum_completed_trajs += len(traj_infos)
-        if isinstance(self, MinibatchRl):
-            self._traj_infos.extend(traj_infos)
-            self._new_completed_trajs += len(traj_infos)
+        self.stats.cum_completed_trajs += len(traj_infos)
+        self.stats.add_to_window(traj_infos)  # Online runners only (the others keep none).
         self.rank_digests = [digest for _, digest in gathered]
         if len(set(self.rank_digests)) > 1:
             differ = [r for r, d in enumerate(self.rank_digests) if d != self.rank_digests[0]]
