@@ -4,6 +4,7 @@ limit max_worker_restarts, and Ctrl-C leaving no process behind."""
 import csv
 import os
 import signal
+import sys
 import threading
 import time
 
@@ -109,7 +110,7 @@ def test_run_completes_when_a_node_is_lost(in_tmp_cwd):
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_ctrl_c_stops_the_workers_and_the_samplers_own_ray(tmp_path):
-    proc = start_script(["python", os.path.join(TESTS_DIR, "ray_ctrl_c_script.py")],
+    proc = start_script([sys.executable, os.path.join(TESTS_DIR, "ray_ctrl_c_script.py")],
                         cwd=tmp_path)
     try:
         with TreeRecorder(proc.pid) as tree:
