@@ -44,8 +44,7 @@ ranks' :class:`OptimizerBarrier`), :mod:`.schedule` (the throttle schedule),
 in :mod:`.launch` (startup), :mod:`.supervise` (failures, shutdown) and
 :mod:`.diagnostics` (logging).
 """
-from rlframe.runners.async_rl.children import (_master_gone, _report_error, _sampler_loop,
-                                               _start_child, _wait, _wait_for_optimizer,
+from rlframe.runners.async_rl.children import (_sampler_loop, _wait, _wait_for_optimizer,
                                                memory_copier, run_async_sampler,
                                                run_async_sampler_eval)
 from rlframe.runners.async_rl.control import (POLL_S, AsyncControl, CopierControl,
@@ -58,8 +57,7 @@ from rlframe.runners.async_rl.schedule import (OPT_POLL_S, RATIO_CHECK_CALLS, SA
                                                THROTTLE_WAIT, _poll_until, async_n_itr,
                                                throttle_schedule)
 from rlframe.runners.async_rl.supervise import (FAILURE_GRACE_S, JOIN_TIMEOUT_S, RANK_STOP_S,
-                                                AsyncRlError, _broke_ranks,
-                                                _interrupt_main_thread)
+                                                AsyncRlError, _broke_ranks)
 
 __all__ = ["ALGO_ASYNC_ATTRIBUTES", "AsyncControl", "AsyncOptWorker", "AsyncRl", "AsyncRlBase",
            "AsyncRlError", "AsyncRlEval", "CopierControl", "FAILURE_GRACE_S", "JOIN_TIMEOUT_S",

@@ -17,21 +17,11 @@ if TYPE_CHECKING:
     from rlframe.samplers.collections import Samples
 
 
-# Ctrl-C reaches the whole process group: children leave it to the master, which
-# stops them. On Linux a child also ends with the master.
-_start_child = start_child
-
-
-def _master_gone(parent_pid: int | None) -> bool:
-    """Whether the master, pid ``parent_pid`` (None: not watched), has ended."""
-    return not master_alive(parent_pid)
-
-
 def _wait(semaphore: Any, quit_flag: Any, parent_pid: int | None) -> bool:
     """Acquire ``semaphore``; False (not acquired) once ``quit_flag`` is set or the
     master is gone."""
     while not semaphore.acquire(timeout=POLL_S):
-        if quit_flag.value or _master_gone(parent_pid):
+        if quit_flag.value or not master_alive(parent_pid):
             return False
     return True
 
@@ -40,21 +30,19 @@ def _wait_for_optimizer(itr: int, ctrl: AsyncControl, parent_pid: int | None) ->
     """Sleep while batch ``itr`` is beyond ``ctrl.sample_limit_itr``; False once
     ``ctrl.quit`` is set or the master is gone."""
     ready, waited = _poll_until(lambda: itr <= ctrl.sample_limit_itr.value, SAMPLER_WAIT,
-                                POLL_S, lambda: ctrl.quit.value or _master_gone(parent_pid))
+                                POLL_S, lambda: ctrl.quit.value or not master_alive(parent_pid))
     if ready:
         ctrl.sampler_wait_time.value += waited
     return ready
 
 
 # A child's error report: one format for every child (see rlframe.utils.processes).
-_report_error = report_error
-
 
 def _sampler_loop(sampler: AsyncSampler, affinity: dict | list[dict], ctrl: AsyncControl,
                   traj_infos_queue: QueueLike, n_itr: int, eval_itrs: int | None,
                   error_queue: QueueLike | None,
                   parent_pid: int | None, start_itr: int = 0) -> None:
-    _start_child()
+    start_child()  # Ctrl-C is the master's to handle; on Linux, end with it.
     failed = False
     try:
         sampler.initialize(affinity)
@@ -88,7 +76,7 @@ def _sampler_loop(sampler: AsyncSampler, affinity: dict | list[dict], ctrl: Asyn
             ctrl.quit.value = True
     except BaseException:  # noqa: BLE001 - reported to the master, then exit 1.
         failed = True
-        _report_error(error_queue, "sampler")
+        report_error(error_queue, "sampler")
     finally:
         try:
             sampler.shutdown()
@@ -156,7 +144,7 @@ def memory_copier(sample_buffer: Samples, samples_to_buffer: Callable[[Samples],
         error_queue: where a ``ChildReport`` named ``name`` goes if this process fails.
         parent_pid: the master's pid.
     """
-    _start_child()
+    start_child()  # Ctrl-C is the master's to handle; on Linux, end with it.
     import torch
     torch.set_num_threads(1)
     try:
@@ -166,6 +154,6 @@ def memory_copier(sample_buffer: Samples, samples_to_buffer: Callable[[Samples],
             replay_buffer.append_samples(samples_to_buffer(sample_buffer))
             ctrl.sample_copied.release()
     except BaseException:  # noqa: BLE001 - reported to the master, then exit 1.
-        _report_error(error_queue, name)
+        report_error(error_queue, name)
         raise SystemExit(1) from None
 

@@ -12,12 +12,11 @@ import torch.distributed as dist
 
 from rlframe.agents.base import unwrap_ddp
 from rlframe.runners import resume
-from rlframe.runners.async_rl.children import _start_child
 from rlframe.utils.distributed import (broadcast_state, gather_objects, init_process_group,
                                        is_collective_error, state_digest)
 from rlframe.utils.launching.pinning import check_cuda_device, set_cpu_affinity, set_torch_threads
 from rlframe.utils.logging import logger
-from rlframe.utils.processes import QueueLike, master_alive, report_error
+from rlframe.utils.processes import QueueLike, master_alive, report_error, start_child
 from rlframe.utils.seed import set_seed
 
 if TYPE_CHECKING:
@@ -128,7 +127,7 @@ class AsyncOptWorker:
 
     def optimize(self) -> None:
         """Process entry point: join the ranks, then optimize until the run stops."""
-        _start_child()
+        start_child()
         # Stopped by the master (or with it): end now, even inside a collective.
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         # Objects inherited from the master by fork are never collected here: their

@@ -28,10 +28,6 @@ class AsyncRlError(RuntimeError):
     """A process of an asynchronous run failed; the message names it."""
 
 
-# The one implementation lives in rlframe.utils.processes; this name stays importable.
-_interrupt_main_thread = interrupt_main_thread
-
-
 def _broke_ranks(error: BaseException) -> bool:
     """Whether ``error`` says that the optimizer ranks' barrier or process group broke."""
     return isinstance(error, threading.BrokenBarrierError) or is_collective_error(error)
