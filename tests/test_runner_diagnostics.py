@@ -177,6 +177,21 @@ def test_runner_state_dict_round_trips(in_tmp_cwd, RunnerCls, evaluate):
         assert other.stats.new_completed_trajs == 2
 
 
+def test_rlpyt_private_statistic_names_read_and_write_the_runner_statistics(in_tmp_cwd):
+    """Runner subclasses written against rlpyt's ``self._cum_completed_trajs``, ...
+    see and change the statistics the rows are built from."""
+    runner = minibatch(MinibatchRl, False)
+    train(runner, in_tmp_cwd, "names")
+    stats = runner.stats
+    assert runner._cum_completed_trajs == stats.cum_completed_trajs > 0
+    assert runner._traj_infos is stats.traj_window and len(runner._traj_infos) > 0
+    assert (runner._start_time, runner._last_time) == (stats.start_time, stats.last_time)
+    runner._new_completed_trajs = 5
+    runner._cum_completed_trajs += 3
+    assert stats.new_completed_trajs == 5
+    assert stats.cum_completed_trajs == runner.state_dict()["cum_completed_trajs"]
+
+
 def test_snapshots_hold_the_runner_state_dict_and_resume_loads_it(in_tmp_cwd, monkeypatch):
     runner = minibatch(MinibatchRl, False)
     run_dir = train(runner, in_tmp_cwd, "snap")
