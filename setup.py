@@ -18,9 +18,9 @@ extras = {
     "ray": ["ray>=2.9"],
 }
 # The test suite covers the MuJoCo examples, TensorBoard logging, videos, RaySampler and
-# plots too.
-extras["test"] = (["pytest>=7", "pytest-timeout>=2"] + extras["mujoco"] + extras["tensorboard"]
-                  + extras["video"] + extras["ray"] + extras["plots"])
+# plots too; pytest-xdist runs it in worker processes (pytest -n 2).
+extras["test"] = (["pytest>=7", "pytest-timeout>=2", "pytest-xdist>=3"] + extras["mujoco"]
+                  + extras["tensorboard"] + extras["video"] + extras["ray"] + extras["plots"])
 # Every optional feature at once (envpool included); atari-py is the legacy Atari stack,
 # a source build that ale-py (core) makes unnecessary.
 extras["all"] = sorted({req for name, reqs in extras.items() if name != "atari" for req in reqs})

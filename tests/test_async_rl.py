@@ -308,6 +308,7 @@ def test_build_ctrl_has_distinct_semaphores():
     assert ctrl.opt_throttle is None and ctrl.sampler_itr.value == 0
 
 
+@pytest.mark.exclusive  # Compares /dev/shm machine-wide: alone under pytest -n.
 def test_bad_input_is_reported(in_tmp_cwd):
     kwargs = dict(algo=cartpole_dqn(), agent=cartpole_agent(), n_steps=1e4)
     sampler = cartpole_sampler(AsyncSerialSampler, eval_n_envs=0)
@@ -458,6 +459,7 @@ def running_tree(process):
     return lines, [root] + root.children(recursive=True)
 
 
+@pytest.mark.exclusive  # Compares /dev/shm machine-wide: alone under pytest -n.
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("sampler_name", ["serial", "cpu"])
@@ -472,6 +474,7 @@ def test_normal_end_releases_everything(script, in_tmp_cwd, sampler_name):
     assert "RUN ENDED NORMALLY" in output
 
 
+@pytest.mark.exclusive  # Compares /dev/shm machine-wide: alone under pytest -n.
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
@@ -493,6 +496,7 @@ def test_ctrl_c_and_sigterm_stop_every_process(script, in_tmp_cwd, signum):
 @pytest.mark.parametrize("mode, name, message", [
     ("fail_opt", "", "boom in the optimizer"),
     ("fail_sampler", "the sampler process failed", "boom in the sampler")])
+@pytest.mark.exclusive  # Compares /dev/shm machine-wide: alone under pytest -n.
 def test_an_exception_stops_every_process(script, in_tmp_cwd, mode, name, message):
     shm_before = shm_entries()
     process = start_script([sys.executable, str(script), mode, "cpu", "1e7"], cwd=in_tmp_cwd)
@@ -503,6 +507,7 @@ def test_an_exception_stops_every_process(script, in_tmp_cwd, mode, name, messag
     assert name in output
 
 
+@pytest.mark.exclusive  # Compares /dev/shm machine-wide: alone under pytest -n.
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_sampler_ending_early_without_error_is_named(script, in_tmp_cwd):
@@ -517,6 +522,7 @@ def test_sampler_ending_early_without_error_is_named(script, in_tmp_cwd):
     assert "the sampler process" in output and "before the run ended" in output, output[-3000:]
 
 
+@pytest.mark.exclusive  # Compares /dev/shm machine-wide: alone under pytest -n.
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_killed_copier_is_named(script, in_tmp_cwd):

@@ -168,6 +168,7 @@ def test_bad_start_method():
         CpuSampler(EnvCls=gym_make, env_kwargs=ENV, batch_T=4, batch_B=2, start_method="thread")
 
 
+@pytest.mark.exclusive  # Compares /dev/shm machine-wide: alone under pytest -n.
 @pytest.mark.parametrize("SamplerCls", [CpuSampler, GpuSampler])
 @pytest.mark.parametrize("crash_at", [0, 30])
 def test_worker_error_surfaces_with_traceback(SamplerCls, crash_at):
@@ -210,6 +211,7 @@ RUNNER_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.exclusive  # Compares /dev/shm machine-wide: alone under pytest -n.
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 @pytest.mark.parametrize("kind,start_method", [("cpu", "fork"), ("gpu", "spawn")])

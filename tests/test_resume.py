@@ -165,7 +165,9 @@ def assert_sync_run_completed(resumed_from):
     assert column(rows, "Iteration") == [3., 7., 11., 15., 19., 23.]
     assert column(rows, "CumSteps")[-1] == 256 * 24
     with open(os.path.join("sync_runs", "run_0", "debug.log")) as f:
-        assert f"Resumed from params.pkl: iteration {resumed_from}" in f.read()
+        log = f.read()
+    said = [line for line in log.splitlines() if "snapshot" in line or "Resum" in line]
+    assert f"Resumed from params.pkl: iteration {resumed_from}" in log, "\n".join(said)
 
 
 @pytest.mark.slow

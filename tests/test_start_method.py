@@ -91,3 +91,37 @@ def test_sync_ranks_avoid_fork_after_autograd_threads_started(monkeypatch, capsy
     with pytest.raises(RuntimeError, match="SyncRl: start_method='fork' cannot work here: "
                                            "autograd threads run"):
         runner._ranks_start_method()
+
+
+PRELOAD_SCRIPT = '''
+import sys
+from rlframe.utils.synchronize import process_context
+
+
+def report(queue):
+    queue.put(sorted(m for m in ("torch", "rlframe.samplers.parallel.worker") if m in sys.modules))
+
+
+if __name__ == "__main__":
+    ctx = process_context("forkserver")
+    queue = ctx.Queue()
+    child = ctx.Process(target=report, args=(queue,))
+    child.start()
+    print("child had", queue.get(timeout=60), "parent has torch:", "torch" in sys.modules)
+    child.join()
+'''
+
+
+@pytest.mark.skipif("forkserver" not in mp.get_all_start_methods(), reason="no forkserver")
+def test_forkserver_children_start_with_torch_already_imported(tmp_path):
+    """process_context's forkserver imports torch and the children's entry points once,
+    so that a child does not spend seconds of CPU importing them again."""
+    import subprocess
+    import sys
+    script = tmp_path / "preload.py"
+    script.write_text(PRELOAD_SCRIPT)
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert ("child had ['rlframe.samplers.parallel.worker', 'torch'] parent has torch: False"
+            in result.stdout), result.stdout + result.stderr[-3000:]

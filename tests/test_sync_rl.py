@@ -90,6 +90,7 @@ def assert_no_new_shm(before):
 
 # --------------------------------------------------------------------------- learning
 
+@pytest.mark.exclusive  # Compares /dev/shm machine-wide: alone under pytest -n.
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_ppo_sync_eval_two_ranks_learns_cartpole(in_tmp_cwd, shm_before):
@@ -220,6 +221,7 @@ class FailingPPO(PPO):
         return super().optimize_agent(itr, samples)
 
 
+@pytest.mark.exclusive  # Compares /dev/shm machine-wide: alone under pytest -n.
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_exception_in_a_rank_is_reported_with_its_traceback(in_tmp_cwd, shm_before):
@@ -291,6 +293,7 @@ def assert_tree_gone(processes, timeout=10.):
     assert not alive, [p.pid for p in alive]
 
 
+@pytest.mark.exclusive  # Compares /dev/shm machine-wide: alone under pytest -n.
 @pytest.mark.slow
 @pytest.mark.timeout(150)
 def test_killed_rank_stops_the_others_with_its_name(in_tmp_cwd, shm_before):
@@ -317,6 +320,7 @@ def test_killed_rank_stops_the_others_with_its_name(in_tmp_cwd, shm_before):
     assert_no_new_shm(shm_before)
 
 
+@pytest.mark.exclusive  # Compares /dev/shm machine-wide: alone under pytest -n.
 @pytest.mark.slow
 @pytest.mark.timeout(150)
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])

@@ -25,7 +25,7 @@ from rlframe.utils.launching.pinning import set_cpu_affinity, set_torch_threads
 from rlframe.utils.processes import ChildSupervisor
 from rlframe.utils.seed import make_seed, set_seed
 from rlframe.utils.synchronize import (autograd_fork_problem, cuda_fork_problem, find_port,
-                                      start_method_without_fork)
+                                      process_context, start_method_without_fork)
 
 
 class AsyncRlLaunch(MinibatchRlBase):
@@ -50,7 +50,7 @@ class AsyncRlLaunch(MinibatchRlBase):
         if self.seed is None:
             self.seed = make_seed()
         set_seed(self.seed)
-        self.ctx = mp.get_context(self._children_start_method())
+        self.ctx = process_context(self._children_start_method())
         double_buffer, examples = self.sampler.async_initialize(
             agent=self.agent, bootstrap_value=getattr(self.algo, "bootstrap_value", False),
             traj_info_kwargs=self.get_traj_info_kwargs(), seed=self.seed, ctx=self.ctx)

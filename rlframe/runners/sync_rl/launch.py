@@ -20,7 +20,7 @@ from rlframe.utils.processes import (ChildSupervisor, QueueLike, die_with_parent
                                      interrupt_main_thread, report_error)
 from rlframe.utils.seed import make_seed
 from rlframe.utils.synchronize import (autograd_fork_problem, cuda_fork_problem, find_port,
-                                      start_method_without_fork)
+                                      process_context, start_method_without_fork)
 
 JOIN_TIMEOUT_S = 30.  # Ranks 1.. finishing after rank 0 at the end of a run.
 # Ranks 1.. stopping after SIGTERM, before SIGKILL (a rank blocked in a collective
@@ -113,7 +113,7 @@ class SyncRankLauncher(MinibatchRlBase):
         if self.workers:
             return
         assert self.affinities is not None  # Not under torchrun.
-        ctx = mp.get_context(self._ranks_start_method())
+        ctx = process_context(self._ranks_start_method())
         supervisor = self._supervisor = ChildSupervisor(ctx)
         for rank in range(1, self.world_size):
             supervisor.add(f"rank {rank}", run_sync_rank, daemon=False,

@@ -19,6 +19,7 @@ from rlframe.samplers.buffer import build_samples_buffer
 from rlframe.utils.buffer import torchify_buffer
 from rlframe.utils.launching.pinning import check_workers_cpus, pin_master
 from rlframe.utils.seed import make_seed, set_seed
+from rlframe.utils.synchronize import process_context
 
 if TYPE_CHECKING:
     from multiprocessing.context import BaseContext
@@ -118,7 +119,7 @@ class AsyncSamplerMixin:
         ctx = mp.get_context() if ctx is None else ctx
         own = getattr(self, "start_method", None)
         if own is not None and ctx.get_start_method() == "fork":
-            own_ctx = mp.get_context(own)
+            own_ctx = process_context(own)
             if own_ctx.get_start_method() != "fork":
                 return own_ctx
         return ctx
@@ -200,7 +201,7 @@ class AsyncParallelSamplerMixin(AsyncSamplerMixin):
         self.n_worker = len(workers_cpus)
         self.B_per_worker = self.batch_spec.B // self.n_worker
         self.world_size, self.rank = 1, 0
-        self.ctx = mp.get_context(self.start_method)
+        self.ctx = process_context(self.start_method)
         self.master_pid = os.getpid()
         self.samples_np, self.samples_pyt = self.double_buffer[0], self.double_buffer_pyt[0]
         self._start_workers(affinity, workers_cpus, self.seed,  # type: ignore[attr-defined]

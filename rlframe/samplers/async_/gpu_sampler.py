@@ -38,7 +38,7 @@ from rlframe.samplers.parallel.worker import wait_for
 from rlframe.utils.buffer import torchify_buffer
 from rlframe.utils.launching.pinning import check_cuda_device, check_workers_cpus
 from rlframe.utils.processes import report_error
-from rlframe.utils.synchronize import die_with_parent
+from rlframe.utils.synchronize import die_with_parent, process_context
 
 if TYPE_CHECKING:
     from rlframe.samplers.collections import TrajInfo
@@ -226,7 +226,7 @@ class ActionServerGroup(AsyncParallelSamplerMixin, ParallelSamplerBase):
         self.servers = servers
         self.n_worker = len(servers)
         self.B_per_worker = servers[0].batch_spec.B
-        self.ctx = mp.get_context(self.start_method)
+        self.ctx = process_context(self.start_method)
         self.master_pid = os.getpid()
         self._start_workers({}, affinities, self.seed, env_rank_offset=0,
                             worker_process=action_server_process)

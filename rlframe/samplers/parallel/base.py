@@ -26,7 +26,7 @@ from rlframe.utils.collections import AttrDict
 from rlframe.utils.launching.pinning import check_workers_cpus
 from rlframe.utils.logging import logger
 from rlframe.utils.processes import ChildSupervisor
-from rlframe.utils.synchronize import check_start_method, drain_queue
+from rlframe.utils.synchronize import check_start_method, drain_queue, process_context
 
 if TYPE_CHECKING:
     from multiprocessing.synchronize import Semaphore
@@ -145,7 +145,7 @@ class ParallelSamplerBase(BaseSampler):
         self.world_size, self.rank = world_size, rank
         self.global_B = B * world_size
         env_rank_offset = rank * B
-        self.ctx = mp.get_context(self.start_method)
+        self.ctx = process_context(self.start_method)
         self.master_pid = os.getpid()
 
         env = self.make_vec_env(1)  # For the spaces and one example step.
