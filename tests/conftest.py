@@ -14,8 +14,11 @@ if "PYTEST_XDIST_WORKER" in os.environ:
     # pytest -n N: N workers share the machine's cores. One OpenMP thread per process
     # (inherited by the scripts and workers a test starts), so that torch's threads do
     # not spin waiting for cores that another worker's test is using.
-    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(_name, "1")
+    # Where a test asks for more threads (an affinity's torch threads), the waiting ones
+    # sleep instead of spinning.
+    for _name, _value in (("OMP_NUM_THREADS", "1"), ("MKL_NUM_THREADS", "1"),
+                          ("OMP_WAIT_POLICY", "PASSIVE")):
+        os.environ.setdefault(_name, _value)
 
 
 @pytest.fixture

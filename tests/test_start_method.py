@@ -64,6 +64,11 @@ def test_autograd_device_threads_are_found_by_their_os_name():
     finally:
         stop.set()
         thread.join()
+    # join() returns once Python is done with the thread, a moment before the OS thread
+    # (and its /proc entry) is gone.
+    deadline = time.time() + 5
+    while autograd_thread_names() and time.time() < deadline:
+        time.sleep(0.01)
     assert autograd_thread_names() == []
 
 

@@ -352,6 +352,9 @@ def torchrun_env():
     env = dict(os.environ)
     env.pop("RLFRAME_DATA_DIR", None)
     env["OMP_NUM_THREADS"] = "1"
+    # Two "machines" on this one share its cores, each rank with the torch threads of a
+    # whole machine: waiting OpenMP threads sleep instead of spinning on the other's cores.
+    env["OMP_WAIT_POLICY"] = "PASSIVE"
     return env
 
 
