@@ -36,8 +36,6 @@ def _wait_for_optimizer(itr: int, ctrl: AsyncControl, parent_pid: int | None) ->
     return ready
 
 
-# A child's error report: one format for every child (see rlframe.utils.processes).
-
 def _sampler_loop(sampler: AsyncSampler, affinity: dict | list[dict], ctrl: AsyncControl,
                   traj_infos_queue: QueueLike, n_itr: int, eval_itrs: int | None,
                   error_queue: QueueLike | None,

@@ -3,7 +3,6 @@ processes, and the optimizer ranks' process group (a part of :class:`AsyncRlBase
 from __future__ import annotations
 
 import math
-import multiprocessing as mp
 import os
 from multiprocessing.process import BaseProcess
 

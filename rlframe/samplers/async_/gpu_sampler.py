@@ -20,7 +20,6 @@ starts them, waits for them, reports their failures and stops them.
 from __future__ import annotations
 
 import copy
-import multiprocessing as mp
 import os
 import signal
 from typing import TYPE_CHECKING, Any, Sequence
