@@ -1,6 +1,5 @@
 import contextlib
 import csv
-import fcntl
 import os
 import signal
 import subprocess
@@ -92,41 +91,3 @@ def wait_for_line(process, text, timeout=90.):
         if text in line:
             return lines
     raise AssertionError(f"no line with {text!r} in:\n{''.join(lines[-30:])}")
-
-
-# --------------------------------------------------------------------------- pytest -n
-
-def _lock_path(config, name):
-    """A lock file shared by the workers of one ``pytest -n N`` run (pytest-xdist): each
-    worker's temporary directory is a folder of the run's, which pytest removes in time."""
-    return os.path.join(config._tmp_path_factory.getbasetemp().parent, f"rlframe-{name}.lock")
-
-
-@contextlib.contextmanager
-def _machine_lock(config, exclusive):
-    """Shared for most tests, exclusive for tests marked ``exclusive`` (they compare
-    machine-wide state, such as the entries in /dev/shm, before and after a run, so no
-    test of another worker may run beside them). A waiting exclusive test holds the
-    turnstile, so that shared holders queue behind it instead of starving it."""
-    with open(_lock_path(config, "turnstile"), "a") as turnstile, \
-            open(_lock_path(config, "main"), "a") as main:
-        fcntl.flock(turnstile, fcntl.LOCK_EX)
-        try:
-            fcntl.flock(main, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        finally:
-            fcntl.flock(turnstile, fcntl.LOCK_UN)
-        try:
-            yield
-        finally:
-            fcntl.flock(main, fcntl.LOCK_UN)
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item, nextitem):
-    """Under pytest-xdist, hold the machine lock over a test's setup, call and teardown
-    (module fixtures start and stop inside them too). One process needs no lock."""
-    if not hasattr(item.config, "workerinput"):
-        yield
-        return
-    with _machine_lock(item.config, item.get_closest_marker("exclusive") is not None):
-        yield

@@ -12,6 +12,7 @@ import pytest
 import torch
 from async_helpers import RecordingSerialSampler, params_digest, slow_env
 from conftest import start_script, wait_for_line
+from shm_helpers import assert_no_new_shm, shm_entries
 
 from rlframe.agents.dqn.dqn_agent import DqnAgent
 from rlframe.agents.pg.categorical import CategoricalPgAgent
@@ -308,7 +309,6 @@ def test_build_ctrl_has_distinct_semaphores():
     assert ctrl.opt_throttle is None and ctrl.sampler_itr.value == 0
 
 
-@pytest.mark.exclusive  # Compares /dev/shm machine-wide: alone under pytest -n.
 def test_bad_input_is_reported(in_tmp_cwd):
     kwargs = dict(algo=cartpole_dqn(), agent=cartpole_agent(), n_steps=1e4)
     sampler = cartpole_sampler(AsyncSerialSampler, eval_n_envs=0)
@@ -420,10 +420,6 @@ def script(tmp_path):
     return path
 
 
-def shm_entries():
-    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
-
-
 def _running(process):
     try:
         return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
@@ -444,10 +440,7 @@ def assert_all_gone(process, tree, shm_before, timeout=10.):
     for p in alive:
         p.kill()
     assert not alive, [p.pid for p in alive]
-    deadline = time.time() + 5.  # The script's resource tracker unlinks asynchronously.
-    while (new := shm_entries() - shm_before) and time.time() < deadline:
-        time.sleep(0.2)
-    assert not new, (new, output[-3000:])
+    assert_no_new_shm(shm_before, context=output[-3000:])
     return output
 
 
@@ -459,7 +452,6 @@ def running_tree(process):
     return lines, [root] + root.children(recursive=True)
 
 
-@pytest.mark.exclusive  # Compares /dev/shm machine-wide: alone under pytest -n.
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("sampler_name", ["serial", "cpu"])
@@ -474,7 +466,6 @@ def test_normal_end_releases_everything(script, in_tmp_cwd, sampler_name):
     assert "RUN ENDED NORMALLY" in output
 
 
-@pytest.mark.exclusive  # Compares /dev/shm machine-wide: alone under pytest -n.
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
@@ -496,7 +487,6 @@ def test_ctrl_c_and_sigterm_stop_every_process(script, in_tmp_cwd, signum):
 @pytest.mark.parametrize("mode, name, message", [
     ("fail_opt", "", "boom in the optimizer"),
     ("fail_sampler", "the sampler process failed", "boom in the sampler")])
-@pytest.mark.exclusive  # Compares /dev/shm machine-wide: alone under pytest -n.
 def test_an_exception_stops_every_process(script, in_tmp_cwd, mode, name, message):
     shm_before = shm_entries()
     process = start_script([sys.executable, str(script), mode, "cpu", "1e7"], cwd=in_tmp_cwd)
@@ -507,7 +497,6 @@ def test_an_exception_stops_every_process(script, in_tmp_cwd, mode, name, messag
     assert name in output
 
 
-@pytest.mark.exclusive  # Compares /dev/shm machine-wide: alone under pytest -n.
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_sampler_ending_early_without_error_is_named(script, in_tmp_cwd):
@@ -522,7 +511,6 @@ def test_sampler_ending_early_without_error_is_named(script, in_tmp_cwd):
     assert "the sampler process" in output and "before the run ended" in output, output[-3000:]
 
 
-@pytest.mark.exclusive  # Compares /dev/shm machine-wide: alone under pytest -n.
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_killed_copier_is_named(script, in_tmp_cwd):

@@ -1,5 +1,4 @@
 """Parallel samplers: equivalence with serial sampling, start methods, robustness."""
-import os
 import signal
 import textwrap
 import time
@@ -22,25 +21,13 @@ from rlframe.samplers.serial.sampler import SerialSampler
 from rlframe.utils.buffer import buffer_func
 from rlframe.utils.seed import set_seed
 from conftest import running_script
+from shm_helpers import assert_no_new_shm, shm_entries
 from samplers_helpers import CrashingEnv, GreedyAgent, flat_leaves, worker_children
 
 ENV = dict(id="CartPole-v1")
 # Collector classes by (GPU-style sampler, mid_batch_reset).
 COLLECTORS = {(False, True): CpuResetCollector, (False, False): CpuWaitResetCollector,
               (True, True): GpuResetCollector, (True, False): GpuWaitResetCollector}
-
-
-def shm_entries():
-    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
-
-
-def assert_no_new_shm(before, timeout=5.):
-    """No /dev/shm entry beyond ``before`` outlives ``timeout`` seconds (named
-    semaphores of a finished process are unlinked by its resource tracker)."""
-    deadline = time.time() + timeout
-    while time.time() < deadline and not shm_entries() <= before:
-        time.sleep(0.2)
-    assert shm_entries() <= before, sorted(shm_entries() - before)
 
 
 def assert_same_samples(reference, batches, label=""):
@@ -168,7 +155,6 @@ def test_bad_start_method():
         CpuSampler(EnvCls=gym_make, env_kwargs=ENV, batch_T=4, batch_B=2, start_method="thread")
 
 
-@pytest.mark.exclusive  # Compares /dev/shm machine-wide: alone under pytest -n.
 @pytest.mark.parametrize("SamplerCls", [CpuSampler, GpuSampler])
 @pytest.mark.parametrize("crash_at", [0, 30])
 def test_worker_error_surfaces_with_traceback(SamplerCls, crash_at):
@@ -211,7 +197,6 @@ RUNNER_SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.exclusive  # Compares /dev/shm machine-wide: alone under pytest -n.
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 @pytest.mark.parametrize("kind,start_method", [("cpu", "fork"), ("gpu", "spawn")])

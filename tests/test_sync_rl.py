@@ -13,6 +13,7 @@ import pytest
 import torch
 import torch.distributed as dist
 from conftest import run_dirs, start_script, wait_for_line
+from shm_helpers import assert_no_new_shm, shm_entries
 
 from rlframe.agents.dqn.dqn_agent import DqnAgent
 from rlframe.agents.pg.categorical import CategoricalPgAgent
@@ -80,17 +81,11 @@ def no_new_descendants_left(before, timeout=10.):
 
 @pytest.fixture
 def shm_before():
-    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
-
-
-def assert_no_new_shm(before):
-    if os.path.isdir("/dev/shm"):
-        assert set(os.listdir("/dev/shm")) - before == set()
+    return shm_entries()
 
 
 # --------------------------------------------------------------------------- learning
 
-@pytest.mark.exclusive  # Compares /dev/shm machine-wide: alone under pytest -n.
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_ppo_sync_eval_two_ranks_learns_cartpole(in_tmp_cwd, shm_before):
@@ -221,7 +216,6 @@ class FailingPPO(PPO):
         return super().optimize_agent(itr, samples)
 
 
-@pytest.mark.exclusive  # Compares /dev/shm machine-wide: alone under pytest -n.
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_exception_in_a_rank_is_reported_with_its_traceback(in_tmp_cwd, shm_before):
@@ -293,7 +287,6 @@ def assert_tree_gone(processes, timeout=10.):
     assert not alive, [p.pid for p in alive]
 
 
-@pytest.mark.exclusive  # Compares /dev/shm machine-wide: alone under pytest -n.
 @pytest.mark.slow
 @pytest.mark.timeout(150)
 def test_killed_rank_stops_the_others_with_its_name(in_tmp_cwd, shm_before):
@@ -320,7 +313,6 @@ def test_killed_rank_stops_the_others_with_its_name(in_tmp_cwd, shm_before):
     assert_no_new_shm(shm_before)
 
 
-@pytest.mark.exclusive  # Compares /dev/shm machine-wide: alone under pytest -n.
 @pytest.mark.slow
 @pytest.mark.timeout(150)
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
