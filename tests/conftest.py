@@ -1,6 +1,8 @@
 import contextlib
 import csv
+import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -91,3 +93,68 @@ def wait_for_line(process, text, timeout=90.):
         if text in line:
             return lines
     raise AssertionError(f"no line with {text!r} in:\n{''.join(lines[-30:])}")
+
+
+class WarmPython:
+    """Runs scripts as ``python script *args`` would, each in a process forked from one
+    interpreter that has torch and rlframe imported already (warm_python_server.py)."""
+
+    def __init__(self):
+        self.server = subprocess.Popen(
+            [sys.executable, os.path.join(REPO, "tests", "warm_python_server.py")],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1, cwd=REPO)
+        self.pending = b""
+        assert self._reply(120.) == {"ready": True}
+
+    def _reply(self, timeout):
+        """The server's next JSON line, or None if none comes within ``timeout`` s."""
+        deadline = time.time() + timeout
+        while b"\n" not in self.pending:
+            ready, _, _ = select.select([self.server.stdout], [], [],
+                                        max(0., deadline - time.time()))
+            chunk = os.read(self.server.stdout.fileno(), 4096) if ready else b""
+            if not chunk:
+                return None
+            self.pending += chunk
+        line, self.pending = self.pending.split(b"\n", 1)
+        return json.loads(line)
+
+    def run(self, script, args, cwd, env=None, timeout=300.):
+        """``subprocess.run([sys.executable, script, *args], ..., capture_output=True,
+        text=True)``; the script is killed and AssertionError raised after ``timeout``."""
+        out, err = os.path.join(cwd, ".warm_stdout"), os.path.join(cwd, ".warm_stderr")
+        request = dict(path=str(script), args=[str(a) for a in args], cwd=str(cwd),
+                       env=dict(os.environ if env is None else env), stdout=out, stderr=err)
+        self.server.stdin.write(json.dumps(request) + "\n")
+        self.server.stdin.flush()
+        pid = self._reply(30.)["pid"]
+        reply = self._reply(timeout)
+        if reply is None:
+            os.kill(pid, signal.SIGKILL)
+            self._reply(30.)
+        with open(out) as f_out, open(err) as f_err:
+            stdout, stderr = f_out.read(), f_err.read()
+        os.remove(out)
+        os.remove(err)
+        if reply is None:
+            raise AssertionError(f"{script} ran over {timeout} s:\n{stdout[-3000:]}"
+                                 f"{stderr[-3000:]}")
+        return subprocess.CompletedProcess([sys.executable, str(script), *args],
+                                           reply["returncode"], stdout, stderr)
+
+    def close(self):
+        self.server.stdin.close()
+        try:
+            self.server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.server.kill()
+            self.server.wait()
+        self.server.stdout.close()
+
+
+@pytest.fixture(scope="session")
+def warm_python():
+    """Runs example and benchmark scripts without each importing torch anew."""
+    warm = WarmPython()
+    yield warm
+    warm.close()

@@ -68,13 +68,13 @@ def test_every_benchmark_has_a_case():
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("script", sorted(CASES))
-def test_benchmark_runs(script, tmp_path):
+def test_benchmark_runs(script, tmp_path, warm_python):
     if script in NEEDS and importlib.util.find_spec(NEEDS[script]) is None:
         pytest.skip(f"{script} needs {NEEDS[script]}, which is not installed (not a "
                     "core dependency of rlframe)")
     env = dict(os.environ, RLFRAME_PROGRESS="0", RLFRAME_DATA_DIR=str(tmp_path))
-    result = subprocess.run([sys.executable, os.path.join(BENCHMARKS, script)] + CASES[script],
-                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=280)
+    result = warm_python.run(os.path.join(BENCHMARKS, script), CASES[script], tmp_path, env,
+                             timeout=280)
     assert result.returncode == 0, result.stderr[-3000:]
     assert re.search(RATIO[script], result.stdout), result.stdout[-3000:]
     if script in JSON_OUTPUTS:

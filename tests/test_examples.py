@@ -1,8 +1,6 @@
 """Every example script runs end to end with a tiny budget."""
 import importlib.util
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -68,14 +66,13 @@ def test_every_example_is_covered():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("script", sorted(CASES))
-def test_example_runs(script, in_tmp_cwd):
+def test_example_runs(script, in_tmp_cwd, warm_python):
     if "mujoco" in script and not HAS_MUJOCO:
         pytest.skip("mujoco extra not installed")
     if script.endswith("_ray.py") and not HAS_RAY:
         pytest.skip("ray extra not installed")
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.run([sys.executable, os.path.join(EXAMPLES, script), *CASES[script]],
-                          cwd=in_tmp_cwd, env=env, capture_output=True, text=True, timeout=300)
+    proc = warm_python.run(os.path.join(EXAMPLES, script), CASES[script], in_tmp_cwd, env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "Training complete." in proc.stdout
     (run_dir,) = run_dirs(in_tmp_cwd)
@@ -87,11 +84,10 @@ def test_example_runs(script, in_tmp_cwd):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("script", sorted(LAUNCHER_CASES))
-def test_example_launch(script, in_tmp_cwd):
+def test_example_launch(script, in_tmp_cwd, warm_python):
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.run([sys.executable, os.path.join(EXAMPLES, script),
-                           *LAUNCHER_CASES[script]],
-                          cwd=in_tmp_cwd, env=env, capture_output=True, text=True, timeout=300)
+    proc = warm_python.run(os.path.join(EXAMPLES, script), LAUNCHER_CASES[script], in_tmp_cwd,
+                           env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "4 succeeded, 0 failed" in proc.stdout
     found = run_dirs(in_tmp_cwd)
