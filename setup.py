@@ -19,7 +19,7 @@ extras = {
 }
 # The test suite covers the MuJoCo examples, TensorBoard logging, videos, RaySampler and
 # plots too; pytest-xdist runs it in worker processes (pytest -n 2).
-extras["test"] = (["pytest>=7", "pytest-timeout>=2", "pytest-xdist>=3"] + extras["mujoco"]
+extras["test"] = (["pytest>=7", "pytest-timeout>=2", "pytest-xdist>=3.2"] + extras["mujoco"]
                   + extras["tensorboard"] + extras["video"] + extras["ray"] + extras["plots"])
 # Every optional feature at once (envpool included); atari-py is the legacy Atari stack,
 # a source build that ale-py (core) makes unnecessary.
