@@ -229,9 +229,13 @@ def flat_leaves(structure):
     return leaves
 
 
+LONG_LIVED_HELPERS = ("resource_tracker", "forkserver", "warm_python_server")
+
+
 def worker_children(pid=None):
-    """Child processes other than multiprocessing's long-lived helpers (the
-    resource tracker and the forkserver), which outlive individual samplers."""
+    """Child processes other than the long-lived helpers that outlive individual
+    samplers: multiprocessing's resource tracker and forkserver, and the tests' warm
+    interpreter (warm_python_server.py)."""
     import psutil
     children = []
     for c in psutil.Process(pid).children(recursive=True):
@@ -239,7 +243,7 @@ def worker_children(pid=None):
             cmd = " ".join(c.cmdline())
         except psutil.Error:
             continue
-        if "resource_tracker" not in cmd and "forkserver" not in cmd:
+        if not any(helper in cmd for helper in LONG_LIVED_HELPERS):
             children.append(c)
     return children
 

@@ -26,8 +26,8 @@ from rlframe.samplers.serial.sampler import SerialSampler  # noqa: E402
 from rlframe.utils.launching.affinity import make_affinity  # noqa: E402
 from rlframe.utils.logging.context import logger_context  # noqa: E402
 from conftest import start_script, wait_for_line  # noqa: E402
-from samplers_helpers import (CrashingEnv, GreedyAgent, MarkerCrashEnv,  # noqa: E402
-                              flat_leaves)
+from samplers_helpers import (LONG_LIVED_HELPERS, CrashingEnv, GreedyAgent,  # noqa: E402
+                              MarkerCrashEnv, flat_leaves)
 from test_async_rl import AFFINITY, LEAD_STEPS, cartpole_agent, cartpole_dqn  # noqa: E402
 from test_async_rl import _running as alive, shm_entries  # noqa: E402
 
@@ -75,8 +75,9 @@ class Descendants(Callback):
                 cmd = " ".join(p.cmdline())[:200]
             except psutil.Error:
                 continue
-            # multiprocessing's helpers serve this process for its whole life.
-            if "resource_tracker" not in cmd and "forkserver" not in cmd:
+            # multiprocessing's helpers (and the tests' warm interpreter) serve this
+            # process for its whole life.
+            if not any(helper in cmd for helper in LONG_LIVED_HELPERS):
                 self.seen.setdefault(p.pid, (p, cmd))
 
     def on_startup(self, runner):

@@ -22,6 +22,7 @@ from rlframe.runners.sync_rl import SyncRl, SyncRlError  # noqa: E402
 from rlframe.samplers.ray import RaySampler  # noqa: E402
 from rlframe.utils.logging import logger  # noqa: E402
 from rlframe.utils.logging.context import logger_context  # noqa: E402
+from samplers_helpers import LONG_LIVED_HELPERS  # noqa: E402
 from test_sync_rl import descendants, read_progress  # noqa: E402
 
 # No workers_cpus: Ray places each rank's workers.
@@ -63,7 +64,8 @@ def recording_ppo(out_dir, fail_at=None):
 
 class SeeProcesses(Callback):
     """On rank 0: this process's descendants at iteration 1 (rank 1, both Rays' daemons
-    and actors), as ``(pid, create_time, cmdline)``."""
+    and actors), as ``(pid, create_time, cmdline)``, but for the long-lived helpers that
+    serve the test process for its whole life."""
 
     def __init__(self):
         self.seen = []
@@ -73,7 +75,9 @@ class SeeProcesses(Callback):
             return
         for p in psutil.Process().children(recursive=True):
             try:
-                self.seen.append((p.pid, p.create_time(), " ".join(p.cmdline())))
+                cmd = " ".join(p.cmdline())
+                if not any(helper in cmd for helper in LONG_LIVED_HELPERS):
+                    self.seen.append((p.pid, p.create_time(), cmd))
             except psutil.Error:
                 pass
 
