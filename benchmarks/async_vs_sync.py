@@ -120,7 +120,8 @@ def main() -> None:
     parser.add_argument("--n_steps", type=int, default=30000, help="env steps per run")
     parser.add_argument("--replay_ratio", type=float, default=8.)
     parser.add_argument("--heavy_us", type=float, default=150.,
-                        help="CPU microseconds each step of the heavier env burns")
+                        help="CPU microseconds each step of the heavier env burns (0: no "
+                             "heavier env)")
     parser.add_argument("--lead_steps", type=int, default=512,
                         help="sampler_lead_steps of the matched-ratio async case")
     parser.add_argument("--rounds", type=int, default=2)
@@ -130,7 +131,9 @@ def main() -> None:
     if args.child:
         train(**json.loads(args.child))
         return
-    envs = {"CartPole-v1": 0., f"CartPole-v1 + {args.heavy_us:g} us/step": args.heavy_us}
+    envs = {"CartPole-v1": 0.}
+    if args.heavy_us > 0:
+        envs[f"CartPole-v1 + {args.heavy_us:g} us/step"] = args.heavy_us
     print(f"DQN, sampler batch 32 x 8, replay_ratio {args.replay_ratio:g}, {args.n_steps} env "
           f"steps per run, {args.rounds} round(s):")
     print(f"{'env':<30}{'runner':<24}{'env steps/s':>12}{'updates/s':>11}"

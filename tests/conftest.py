@@ -6,6 +6,8 @@ import select
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 
 import pytest
@@ -71,11 +73,10 @@ def running_script(script, *args, cwd):
 
     A process started in the background (``cmd &``, as some CI runners do) inherits
     SIGINT ignored; the script gets a terminal's disposition, so that Ctrl-C reaches
-    Python's KeyboardInterrupt handler as it would for a user.
+    Python's KeyboardInterrupt handler as it would for a user. The script runs in a
+    process forked from the warm interpreter (:class:`WarmPython`).
     """
-    proc = subprocess.Popen([sys.executable, str(script), *args], cwd=cwd, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            preexec_fn=_restore_default_sigint)
+    proc = warm_python_interpreter().start(script, args, cwd)
     try:
         yield proc
     finally:
@@ -90,9 +91,13 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def start_script(args, cwd, env=None):
     """Start ``args`` (e.g. ``[sys.executable, script, ...]``) in a session of its own,
     output piped, this repository first on PYTHONPATH, and SIGINT taken as a terminal
-    delivers it (a test may then signal the whole process group, as Ctrl-C does)."""
+    delivers it (a test may then signal the whole process group, as Ctrl-C does).
+    A Python script runs in a process forked from the warm interpreter
+    (:class:`WarmPython`)."""
     env = dict(os.environ if env is None else env)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO, env.get("PYTHONPATH")) if p)
+    if len(args) > 1 and args[0] == sys.executable and str(args[1]).endswith(".py"):
+        return warm_python_interpreter().start(args[1], args[2:], cwd, env, new_session=True)
     return subprocess.Popen(args, cwd=cwd, env=env, text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True,
                             preexec_fn=_restore_default_sigint)
@@ -112,52 +117,146 @@ def wait_for_line(process, text, timeout=90.):
     raise AssertionError(f"no line with {text!r} in:\n{''.join(lines[-30:])}")
 
 
+class WarmProcess:
+    """A script started by :class:`WarmPython`: the part of ``subprocess.Popen`` the
+    tests use (``pid``, ``stdout``, ``poll``, ``wait``, ``communicate``, signals)."""
+
+    def __init__(self, warm, args, pid, stdout):
+        self.warm, self.args, self.pid, self.stdout = warm, args, pid, stdout
+        self.stderr = None
+        self.returncode = None
+        self._output = []
+        self._reader = None
+
+    def poll(self):
+        if self.returncode is None:
+            self.warm.pump(0.)
+            self.returncode = self.warm.exited.get(self.pid)
+        return self.returncode
+
+    def wait(self, timeout=None):
+        deadline = None if timeout is None else time.time() + timeout
+        while self.poll() is None:
+            left = None if deadline is None else deadline - time.time()
+            if left is not None and left <= 0:
+                raise subprocess.TimeoutExpired(self.args, timeout)
+            self.warm.pump(0.1 if left is None else min(0.1, left))
+        return self.returncode
+
+    def communicate(self, timeout=None):
+        """``(all output, None)`` once the script has ended and its output is closed."""
+        deadline = None if timeout is None else time.time() + timeout
+        if self._reader is None:
+            self._reader = threading.Thread(target=lambda: self._output.append(
+                self.stdout.read()), daemon=True)
+            self._reader.start()
+        self._reader.join(None if deadline is None else max(0., deadline - time.time()))
+        if self._reader.is_alive():
+            raise subprocess.TimeoutExpired(self.args, timeout)
+        self.wait(None if deadline is None else max(0., deadline - time.time()))
+        self.stdout.close()
+        return self._output[0], None
+
+    def send_signal(self, sig):
+        if self.poll() is None:
+            os.kill(self.pid, sig)
+
+    def terminate(self):
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self):
+        self.send_signal(signal.SIGKILL)
+
+
 class WarmPython:
     """Runs scripts as ``python script *args`` would, each in a process forked from one
-    interpreter that has torch and rlframe imported already (warm_python_server.py)."""
+    interpreter that has torch and rlframe imported already (warm_python_server.py);
+    several may run at once."""
 
     def __init__(self):
         self.server = subprocess.Popen(
             [sys.executable, os.path.join(REPO, "tests", "warm_python_server.py")],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1, cwd=REPO)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=REPO, start_new_session=True)
         self.pending = b""
-        assert self._reply(120.) == {"ready": True}
+        self.started = {}  # request id -> pid
+        self.exited = {}  # pid -> return code
+        self.fifos = tempfile.mkdtemp(prefix="rlframe-warm-")
+        self.count = 0
+        self.ready = False
+        while not self.ready:
+            if not self.pump(120.):
+                raise RuntimeError("the warm interpreter did not start")
 
-    def _reply(self, timeout):
-        """The server's next JSON line, or None if none comes within ``timeout`` s."""
-        deadline = time.time() + timeout
-        while b"\n" not in self.pending:
-            ready, _, _ = select.select([self.server.stdout], [], [],
-                                        max(0., deadline - time.time()))
-            chunk = os.read(self.server.stdout.fileno(), 4096) if ready else b""
-            if not chunk:
-                return None
-            self.pending += chunk
-        line, self.pending = self.pending.split(b"\n", 1)
-        return json.loads(line)
+    def pump(self, timeout):
+        """Read the server's answers that arrive within ``timeout`` s; False if none."""
+        ready, _, _ = select.select([self.server.stdout], [], [], timeout)
+        if not ready:
+            return False
+        chunk = os.read(self.server.stdout.fileno(), 65536)
+        if not chunk:
+            raise RuntimeError("the warm interpreter ended")
+        self.pending += chunk
+        while b"\n" in self.pending:
+            line, self.pending = self.pending.split(b"\n", 1)
+            answer = json.loads(line)
+            if "ready" in answer:
+                self.ready = True
+            elif "returncode" in answer:
+                self.exited[answer["pid"]] = answer["returncode"]
+            else:
+                self.started[answer["id"]] = answer["pid"]
+        return True
+
+    def _request(self, script, args, cwd, env, stdout, stderr, new_session):
+        self.count += 1
+        request = dict(id=self.count, path=str(script), args=[str(a) for a in args],
+                       cwd=str(cwd), env=dict(os.environ if env is None else env),
+                       stdout=stdout, stderr=stderr, new_session=new_session)
+        self.server.stdin.write((json.dumps(request) + "\n").encode())
+        self.server.stdin.flush()
+        deadline = time.time() + 60.
+        while self.count not in self.started:
+            if time.time() > deadline:
+                raise RuntimeError(f"the warm interpreter did not start {script}")
+            self.pump(1.)
+        return self.started.pop(self.count)
+
+    def start(self, script, args, cwd, env=None, new_session=False):
+        """``subprocess.Popen([sys.executable, script, *args], cwd=cwd, env=env, text=True,
+        stdout=PIPE, stderr=STDOUT, start_new_session=new_session)``, with a terminal's
+        Ctrl-C (KeyboardInterrupt)."""
+        fifo = os.path.join(self.fifos, f"out{self.count + 1}")
+        os.mkfifo(fifo)
+        read_end = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # The writer may open now.
+        try:
+            pid = self._request(script, args, cwd, env, dict(fifo=fifo), "stdout", new_session)
+        finally:
+            os.remove(fifo)
+        os.set_blocking(read_end, True)
+        return WarmProcess(self, [sys.executable, str(script), *args], pid,
+                           open(read_end, errors="replace"))
 
     def run(self, script, args, cwd, env=None, timeout=300.):
         """``subprocess.run([sys.executable, script, *args], ..., capture_output=True,
         text=True)``; the script is killed and AssertionError raised after ``timeout``."""
         out, err = os.path.join(cwd, ".warm_stdout"), os.path.join(cwd, ".warm_stderr")
-        request = dict(path=str(script), args=[str(a) for a in args], cwd=str(cwd),
-                       env=dict(os.environ if env is None else env), stdout=out, stderr=err)
-        self.server.stdin.write(json.dumps(request) + "\n")
-        self.server.stdin.flush()
-        pid = self._reply(30.)["pid"]
-        reply = self._reply(timeout)
-        if reply is None:
-            os.kill(pid, signal.SIGKILL)
-            self._reply(30.)
+        pid = self._request(script, args, cwd, env, dict(file=out), dict(file=err), False)
+        process = WarmProcess(self, [sys.executable, str(script), *args], pid, None)
+        timed_out = False
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            process.kill()
+            process.wait()
         with open(out) as f_out, open(err) as f_err:
             stdout, stderr = f_out.read(), f_err.read()
         os.remove(out)
         os.remove(err)
-        if reply is None:
+        if timed_out:
             raise AssertionError(f"{script} ran over {timeout} s:\n{stdout[-3000:]}"
                                  f"{stderr[-3000:]}")
-        return subprocess.CompletedProcess([sys.executable, str(script), *args],
-                                           reply["returncode"], stdout, stderr)
+        return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
     def close(self):
         self.server.stdin.close()
@@ -167,11 +266,35 @@ class WarmPython:
             self.server.kill()
             self.server.wait()
         self.server.stdout.close()
+        os.rmdir(self.fifos)
 
 
-@pytest.fixture(scope="session")
+_WARM = []
+
+
+def warm_python_interpreter():
+    """The session's :class:`WarmPython`, started on first use."""
+    if not _WARM:
+        _WARM.append(WarmPython())
+    return _WARM[0]
+
+
+def long_lived_helper(process):
+    """Whether a psutil.Process serves the test process for its whole life rather than
+    one test: multiprocessing's resource tracker or forkserver, or the warm interpreter
+    (told by its pid: the scripts it forks share its command line)."""
+    if any(warm.server.pid == process.pid for warm in _WARM):
+        return True
+    cmd = " ".join(process.cmdline())  # psutil.Error where it has ended meanwhile.
+    return "resource_tracker" in cmd or "forkserver" in cmd
+
+
+def pytest_sessionfinish(session, exitstatus):
+    while _WARM:
+        _WARM.pop().close()
+
+
+@pytest.fixture
 def warm_python():
-    """Runs example and benchmark scripts without each importing torch anew."""
-    warm = WarmPython()
-    yield warm
-    warm.close()
+    """Runs example, benchmark and helper scripts without each importing torch anew."""
+    return warm_python_interpreter()

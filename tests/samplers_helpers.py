@@ -229,22 +229,18 @@ def flat_leaves(structure):
     return leaves
 
 
-LONG_LIVED_HELPERS = ("resource_tracker", "forkserver", "warm_python_server")
-
-
 def worker_children(pid=None):
     """Child processes other than the long-lived helpers that outlive individual
-    samplers: multiprocessing's resource tracker and forkserver, and the tests' warm
-    interpreter (warm_python_server.py)."""
+    samplers (conftest.long_lived_helper)."""
     import psutil
+    from conftest import long_lived_helper
     children = []
     for c in psutil.Process(pid).children(recursive=True):
         try:
-            cmd = " ".join(c.cmdline())
+            if not long_lived_helper(c):
+                children.append(c)
         except psutil.Error:
             continue
-        if not any(helper in cmd for helper in LONG_LIVED_HELPERS):
-            children.append(c)
     return children
 
 

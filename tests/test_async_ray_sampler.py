@@ -25,9 +25,9 @@ from rlframe.samplers.ray import AsyncRaySampler  # noqa: E402
 from rlframe.samplers.serial.sampler import SerialSampler  # noqa: E402
 from rlframe.utils.launching.affinity import make_affinity  # noqa: E402
 from rlframe.utils.logging.context import logger_context  # noqa: E402
-from conftest import start_script, wait_for_line  # noqa: E402
-from samplers_helpers import (LONG_LIVED_HELPERS, CrashingEnv, GreedyAgent,  # noqa: E402
-                              MarkerCrashEnv, flat_leaves)
+from conftest import long_lived_helper, start_script, wait_for_line  # noqa: E402
+from samplers_helpers import (CrashingEnv, GreedyAgent, MarkerCrashEnv,  # noqa: E402
+                              flat_leaves)
 from test_async_rl import AFFINITY, LEAD_STEPS, cartpole_agent, cartpole_dqn  # noqa: E402
 from test_async_rl import _running as alive, shm_entries  # noqa: E402
 
@@ -73,12 +73,10 @@ class Descendants(Callback):
         for p in psutil.Process().children(recursive=True):
             try:
                 cmd = " ".join(p.cmdline())[:200]
+                if not long_lived_helper(p):  # Serves this process for its whole life.
+                    self.seen.setdefault(p.pid, (p, cmd))
             except psutil.Error:
                 continue
-            # multiprocessing's helpers (and the tests' warm interpreter) serve this
-            # process for its whole life.
-            if not any(helper in cmd for helper in LONG_LIVED_HELPERS):
-                self.seen.setdefault(p.pid, (p, cmd))
 
     def on_startup(self, runner):
         time.sleep(1.)  # The sampler process starts Ray and its actors.

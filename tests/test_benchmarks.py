@@ -28,7 +28,7 @@ CASES = {
                   "--json", "vs_sb3.json"],
     "pg_updates.py": ["--rounds", "1", "--iterations", "1"],
     "compile_speedup.py": ["--rounds", "1", "--iterations", "1", "--updates", "4"],
-    "async_vs_sync.py": ["--n_steps", "4096", "--rounds", "1", "--heavy_us", "20"],
+    "async_vs_sync.py": ["--n_steps", "4096", "--rounds", "1", "--heavy_us", "0"],
     "atari_env_throughput.py": ["--steps", "200", "--rounds", "1", "--batch_B", "2",
                                 "--n_itr", "2"],
     "sync_scaling.py": ["--env_id", "Pendulum-v1", "--batch_T", "64", "--itrs", "3",

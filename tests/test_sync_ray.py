@@ -22,7 +22,7 @@ from rlframe.runners.sync_rl import SyncRl, SyncRlError  # noqa: E402
 from rlframe.samplers.ray import RaySampler  # noqa: E402
 from rlframe.utils.logging import logger  # noqa: E402
 from rlframe.utils.logging.context import logger_context  # noqa: E402
-from samplers_helpers import LONG_LIVED_HELPERS  # noqa: E402
+from conftest import long_lived_helper  # noqa: E402
 from test_sync_rl import descendants, read_progress  # noqa: E402
 
 # No workers_cpus: Ray places each rank's workers.
@@ -75,9 +75,8 @@ class SeeProcesses(Callback):
             return
         for p in psutil.Process().children(recursive=True):
             try:
-                cmd = " ".join(p.cmdline())
-                if not any(helper in cmd for helper in LONG_LIVED_HELPERS):
-                    self.seen.append((p.pid, p.create_time(), cmd))
+                if not long_lived_helper(p):
+                    self.seen.append((p.pid, p.create_time(), " ".join(p.cmdline())))
             except psutil.Error:
                 pass
 
