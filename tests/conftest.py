@@ -23,23 +23,6 @@ if "PYTEST_XDIST_WORKER" in os.environ:
         os.environ.setdefault(_name, _value)
 
 
-def pytest_collection_modifyitems(config, items):
-    """The heaviest modules first, each module's tests kept together (its module fixtures
-    start once). A module weighs the sum of its ``slow`` tests' timeouts (60 s where a
-    test sets none). Under ``pytest -n`` the long tests then start early and the short
-    ones fill in at the end, instead of one worker finishing a long test alone."""
-    weight = {}
-    for item in items:
-        module = getattr(item, "module", None)
-        timeout = item.get_closest_marker("timeout")
-        slow = item.get_closest_marker("slow") is not None
-        weight[module] = weight.get(module, 0) + (
-            (timeout.args[0] if timeout and timeout.args else 60) if slow else 0)
-    first_seen = {module: i for i, module in enumerate(weight)}
-    items.sort(key=lambda item: (-weight[getattr(item, "module", None)],
-                                 first_seen[getattr(item, "module", None)]))
-
-
 @pytest.fixture
 def in_tmp_cwd(tmp_path, monkeypatch):
     """Run the test in an empty working directory, logging under its ./data."""
