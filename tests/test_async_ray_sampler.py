@@ -275,7 +275,7 @@ def test_a_process_lost_from_rays_tree_dies_with_the_master(in_tmp_cwd):
 @pytest.fixture(scope="module")
 def local_ray(pythonpath_with_tests):
     """One local Ray for the unit tests (the samplers use it and leave it running)."""
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
 

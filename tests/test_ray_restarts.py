@@ -142,7 +142,7 @@ def local_ray():
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PYTHONPATH", os.pathsep.join(
             [TESTS_DIR] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
         seen = [p for p in descendants() if is_ray_process(p)]
         yield
         seen += [p for p in descendants() if is_ray_process(p)]

@@ -53,7 +53,7 @@ def pythonpath_with_tests():
 @pytest.fixture(scope="module")
 def local_ray(pythonpath_with_tests):
     """One local Ray for the module's samplers (they use it and leave it running)."""
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     seen = ray_processes()
     yield
     seen += ray_processes()
