@@ -21,6 +21,11 @@ if "PYTEST_XDIST_WORKER" in os.environ:
     for _name, _value in (("OMP_NUM_THREADS", "1"), ("MKL_NUM_THREADS", "1"),
                           ("OMP_WAIT_POLICY", "PASSIVE")):
         os.environ.setdefault(_name, _value)
+    # torch.distributed masters of different workers' runs start from different ports:
+    # find_port checks that a port is free some time before rank 0 binds it, so two
+    # runs started at once by two workers could otherwise pick the same one.
+    import rlframe.utils.synchronize as _synchronize
+    _synchronize.FIRST_PORT += 10000 * int(os.environ["PYTEST_XDIST_WORKER"].lstrip("gw"))
 
 
 @pytest.fixture
