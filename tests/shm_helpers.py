@@ -28,13 +28,21 @@ def _inode(name):
         return None
 
 
-def _held_inodes(pid):
-    """Inodes of the /dev/shm files that process ``pid`` has mapped or open (a named
-    semaphore is mapped under a temporary name, so the name cannot be compared)."""
-    inodes = set()
+def mapped_inodes(pid) -> set:
+    """Inodes of the /dev/shm files that process ``pid`` has mapped (a named semaphore is
+    mapped under a temporary name, so the name cannot be compared); empty once it ended.
+    """
     try:
         with open(f"/proc/{pid}/maps") as f:
-            inodes.update(int(line.split()[4]) for line in f if f" {SHM}/" in line)
+            return {int(line.split()[4]) for line in f if f" {SHM}/" in line}
+    except (OSError, ValueError, IndexError):  # Ended meanwhile, or not ours to read.
+        return set()
+
+
+def _held_inodes(pid):
+    """Inodes of the /dev/shm files that process ``pid`` has mapped or open."""
+    inodes = mapped_inodes(pid)
+    try:
         for fd in os.listdir(f"/proc/{pid}/fd"):
             path = f"/proc/{pid}/fd/{fd}"
             if os.readlink(path).startswith(SHM + "/"):

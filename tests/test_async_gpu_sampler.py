@@ -17,6 +17,7 @@ import torch
 from async_helpers import FailingGpuSampler, RecordingGpuSampler, slow_env
 from conftest import read_csv, run_dirs, start_script
 from samplers_helpers import CrashingEnv, GreedyAgent, flat_leaves, worker_children
+from shm_helpers import mapped_inodes
 from test_async_rl import (AFFINITY, PublishedDigests, cartpole_agent, cartpole_dqn, running_tree,
                            shm_entries)
 
@@ -58,14 +59,7 @@ def shm_in_use(processes):
     """Inodes of the /dev/shm files (e.g. named semaphores) that ``processes`` have
     mapped. Other jobs on the machine create and remove entries too, so a test checks
     its own; a semaphore is mapped under a temporary name, hence inodes."""
-    inodes = set()
-    for process in processes:
-        try:
-            with open(f"/proc/{process.pid}/maps") as f:
-                inodes.update(int(line.split()[4]) for line in f if " /dev/shm/" in line)
-        except OSError:
-            continue
-    return inodes
+    return set().union(*(mapped_inodes(process.pid) for process in processes))
 
 
 def shm_left(inodes):

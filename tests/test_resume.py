@@ -9,6 +9,7 @@ import time
 import pytest
 import torch
 
+from conftest import warm_python_interpreter
 from resume_helpers import LOG_DIR, RecordEpsilon, flat_state, ppo_runner, train
 from rlframe.utils.checkpoint import REPLAY_FILE, SAMPLER_STATE_FILE
 from rlframe.utils.logging.context import logger_context
@@ -18,9 +19,9 @@ HELPERS = os.path.join(TESTS, "resume_helpers.py")
 SYNC_SCRIPT = os.path.join(TESTS, "resume_sync_script.py")
 
 
-def run_child(warm_python, *args, expect_killed=False):
-    """``python resume_helpers.py *args`` in this directory."""
-    result = warm_python.run(HELPERS, args, os.getcwd())
+def run_child(*args, expect_killed=False):
+    """``python resume_helpers.py *args`` in this directory (in the warm interpreter)."""
+    result = warm_python_interpreter().run(HELPERS, args, os.getcwd())
     if expect_killed:
         assert result.returncode == -9, result.stderr[-3000:]
     else:
@@ -50,15 +51,15 @@ def assert_same_agents(a, b):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("algo, die_at", [("ppo", 9), ("dqn", 130)])
-def test_killed_run_resumes_to_the_uninterrupted_result(algo, die_at, in_tmp_cwd, warm_python):
+def test_killed_run_resumes_to_the_uninterrupted_result(algo, die_at, in_tmp_cwd):
     """SIGKILL mid-run (no final snapshot), then resume=True: the run ends at the full
     step count with the same parameters as an uninterrupted run of the same seed (serial
     sampler: envs continue mid-episode; DQN: replay, priorities and epsilon continue)."""
-    run_child(warm_python, algo, 0)
-    run_child(warm_python, algo, 1, "--die-at", die_at, expect_killed=True)
+    run_child(algo, 0)
+    run_child(algo, 1, "--die-at", die_at, expect_killed=True)
     killed_rows = progress(1)
     assert killed_rows and column(killed_rows, "Iteration")[-1] < die_at
-    run_child(warm_python, algo, 1, "--resume")
+    run_child(algo, 1, "--resume")
     full, resumed = progress(0), progress(1)
     assert column(resumed, "Iteration") == column(full, "Iteration")  # strictly increasing
     assert column(resumed, "CumSteps")[-1] == column(full, "CumSteps")[-1]
@@ -72,10 +73,8 @@ def test_killed_run_resumes_to_the_uninterrupted_result(algo, die_at, in_tmp_cwd
 
 
 @pytest.mark.slow
-def test_epsilon_continues_and_replay_refills_without_a_replay_checkpoint(in_tmp_cwd,
-                                                                          warm_python):
-    run_child(warm_python, "dqn", 0, "--die-at", 100, "--no-replay-checkpoint",
-              expect_killed=True)
+def test_epsilon_continues_and_replay_refills_without_a_replay_checkpoint(in_tmp_cwd):
+    run_child("dqn", 0, "--die-at", 100, "--no-replay-checkpoint", expect_killed=True)
     snapshot_itr = int(column(progress(0), "Iteration")[-1])
     assert not os.path.exists(os.path.join(LOG_DIR, "run_0", REPLAY_FILE))
     record, uninterrupted = RecordEpsilon(), RecordEpsilon()
@@ -139,14 +138,14 @@ def test_bad_resumes_are_refused_and_leave_the_run_as_it_is(in_tmp_cwd):
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_async_rl_resumes_with_its_replay(in_tmp_cwd, warm_python):
+def test_async_rl_resumes_with_its_replay(in_tmp_cwd):
     """AsyncRl killed mid-run (its sampler and copiers die with it) and resumed: the
     sampler continues at the snapshot's iteration, the replay and counters come back."""
-    run_child(warm_python, "async_dqn", 0, "--die-at", 60, expect_killed=True)
+    run_child("async_dqn", 0, "--die-at", 60, expect_killed=True)
     rows = progress(0)
     assert rows, "no log point before the kill"
     killed_at = column(rows, "SamplerIteration")[-1]
-    run_child(warm_python, "async_dqn", 0, "--resume")
+    run_child("async_dqn", 0, "--resume")
     rows = progress(0)
     sampler_itrs = column(rows, "SamplerIteration")
     assert sampler_itrs == sorted(set(sampler_itrs)) and sampler_itrs[-1] >= 399

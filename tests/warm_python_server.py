@@ -1,6 +1,6 @@
 """A Python interpreter with torch and rlframe imported that forks one process per script.
 
-Started by conftest.py's ``warm_python()``. Every line on stdin is a JSON request
+Started by conftest.py's ``warm_python_interpreter()``. Every line on stdin is a JSON request
 ``{"id", "path", "args", "cwd", "env", "stdout", "stderr", "new_session"}``; the server
 forks and the child runs the script as ``python path *args`` would (``__main__``,
 ``sys.argv``, ``sys.path``, the environment, a terminal's Ctrl-C, the exit code and
