@@ -10,7 +10,7 @@ import torch.distributed as dist
 from rlframe.agents.base import wrap_ddp
 from rlframe.models.running_mean_std import RunningMeanStdModel
 from rlframe.utils import distributed as rd
-from rlframe.utils.synchronize import find_port
+from rlframe.utils.distributed import master_store
 
 
 def model():
@@ -21,8 +21,9 @@ def model():
 def rank_main(rank, port, queue):
     try:
         torch.set_num_threads(1)
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                                world_size=2)
+        # The test process listens on the port (it took it; no other run can).
+        store = dist.TCPStore("127.0.0.1", port, 2, is_master=False)
+        dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
         results = {}
         calls = []
         original = rd.sum_over_ranks_
@@ -78,8 +79,8 @@ def rank_main(rank, port, queue):
 def test_two_gloo_ranks_sum_by_exchange_with_all_reduces_numbers():
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    port = find_port(offset=0)
-    procs = [ctx.Process(target=rank_main, args=(r, port, queue)) for r in range(2)]
+    store = master_store(0, world_size=2, timeout_s=90)
+    procs = [ctx.Process(target=rank_main, args=(r, store.port, queue)) for r in range(2)]
     for p in procs:
         p.start()
     try:

@@ -23,8 +23,8 @@ from rlframe.samplers.serial.sampler import SerialSampler
 from rlframe.spaces.float_box import FloatBox
 from rlframe.spaces.int_box import IntBox
 from rlframe.utils.buffer import buffer_func
+from rlframe.utils.distributed import master_store
 from rlframe.utils.seed import set_seed
-from rlframe.utils.synchronize import find_port
 from samplers_helpers import flat_leaves
 
 OBS_DIM, ACT_DIM = 3, 2
@@ -436,7 +436,7 @@ def test_optim_state_dict_round_trip_and_safe_load(name, tmp_path):
 # --------------------------------------------------------------------- data parallel
 @pytest.mark.parametrize("name", sorted(AGENTS))
 def test_data_parallel_wraps_every_trained_net(name):
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{find_port(offset=0)}",
+    dist.init_process_group("gloo", store=master_store(0, world_size=1, timeout_s=30),
                             rank=0, world_size=1)
     try:
         algo, agent = make_algo(name)

@@ -4,6 +4,7 @@ import csv
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -369,7 +370,9 @@ def test_torchrun_standalone_two_processes(in_tmp_cwd):
 @pytest.mark.slow
 @pytest.mark.timeout(200)
 def test_torchrun_two_nodes_over_loopback(in_tmp_cwd):
-    port = str(29400 + os.getpid() % 500)
+    with socket.socket() as sock:  # A port the OS hands out, off SyncRl's own sequence.
+        sock.bind(("127.0.0.1", 0))
+        port = str(sock.getsockname()[1])
     common = ["--nnodes=2", "--nproc_per_node=1", "--master_addr=127.0.0.1",
               f"--master_port={port}"]
     script = [EXAMPLE, "--n_steps", "10240", "--log_dir", "two_nodes"]

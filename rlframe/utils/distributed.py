@@ -6,12 +6,14 @@ import datetime
 import hashlib
 import os
 import threading
+import urllib.parse
 from typing import Any, Callable, Iterable, Mapping, Protocol, TypeVar
 
 import torch
 import torch.distributed as dist
 
 from rlframe.utils.collections import iter_leaves
+from rlframe.utils.synchronize import find_port
 
 T = TypeVar("T")
 
@@ -54,8 +56,44 @@ def torchrun_rank() -> int:
     return 0 if env is None else env["rank"]
 
 
+def master_store(offset: int, world_size: int, timeout_s: float,
+                 attempts: int = 20) -> dist.TCPStore:
+    """Rank 0's store of a process group, listening on 127.0.0.1 (``store.port``) before
+    any other rank starts; they join with ``init_method=f"tcp://127.0.0.1:{store.port}"``.
+
+    The port is the first of :func:`~rlframe.utils.synchronize.find_port`'s sequence
+    for ``offset`` that the store could bind. Finding a free port and binding it are
+    two steps: another run started at the same moment can take the port in between,
+    and its ranks would then meet this run's. Binding here, and trying the next free
+    port when the bind fails, leaves no such gap.
+
+    Args:
+        offset: as for ``find_port`` (e.g. the first master CPU, modulo 100).
+        world_size: number of ranks, this one included.
+        timeout_s: seconds the store waits for a key.
+        attempts: ports tried before giving up.
+
+    Raises:
+        RuntimeError: no port could be bound in ``attempts`` tries.
+    """
+    tried = []
+    for _ in range(attempts):
+        port = find_port(offset)
+        try:
+            store = dist.TCPStore("127.0.0.1", port, world_size, is_master=True,
+                                  timeout=datetime.timedelta(seconds=timeout_s),
+                                  wait_for_workers=False)
+        except RuntimeError as error:  # DistNetworkError: taken since find_port looked.
+            tried.append(f"{port} ({error})")
+            continue
+        return store
+    raise RuntimeError(f"master_store(offset={offset}): could not listen on a free port in "
+                       f"{attempts} tries: {'; '.join(tried)[:1000]}")
+
+
 def init_process_group(backend: str, rank: int, world_size: int, init_method: str,
-                       timeout_s: float) -> dist.ProcessGroup | None:
+                       timeout_s: float, store: dist.Store | None = None
+                       ) -> dist.ProcessGroup | None:
     """Join the default process group; returns a gloo group for Python objects.
 
     Args:
@@ -63,6 +101,8 @@ def init_process_group(backend: str, rank: int, world_size: int, init_method: st
         rank, world_size: this process's rank and the number of processes.
         init_method: ``"tcp://host:port"``, or ``"env://"`` under torchrun.
         timeout_s: seconds a collective may wait for the other ranks.
+        store: rank 0's store made by :func:`master_store` (listening on the
+            ``init_method``'s port); used instead of connecting to ``init_method``.
 
     Returns:
         None when the default group is gloo (it carries objects itself), else a
@@ -77,11 +117,19 @@ def init_process_group(backend: str, rank: int, world_size: int, init_method: st
     import torch.distributed.nn.functional  # noqa: F401
     timeout = datetime.timedelta(seconds=timeout_s)
     if init_method == "env://":
-        dist.init_process_group(backend, store=_torchrun_store(rank, world_size, timeout),
-                                rank=rank, world_size=world_size, timeout=timeout)
-    else:
+        store = _torchrun_store(rank, world_size, timeout)
+    elif store is None and init_method.startswith("tcp://"):
+        # Every rank passes a store: torch keys a store it makes itself under a prefix,
+        # one it is given without, and rank 0 may be given master_store's.
+        address = urllib.parse.urlsplit(init_method)
+        store = dist.TCPStore(address.hostname, address.port, world_size,
+                              is_master=rank == 0, timeout=timeout)
+    if store is None:
         dist.init_process_group(backend, init_method=init_method, rank=rank,
                                 world_size=world_size, timeout=timeout)
+    else:
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
+                                timeout=timeout)
     return None if backend == "gloo" else dist.new_group(backend="gloo")
 
 
@@ -104,7 +152,8 @@ def _torchrun_store(rank: int, world_size: int, timeout: datetime.timedelta) -> 
 
 def init_process_group_watched(backend: str, rank: int, world_size: int, init_method: str,
                                timeout_s: float, check: Callable[[], None],
-                               poll_s: float = 0.1) -> dist.ProcessGroup | None:
+                               poll_s: float = 0.1, store: dist.Store | None = None
+                               ) -> dist.ProcessGroup | None:
     """:func:`init_process_group` in a thread, calling ``check()`` every ``poll_s``
     seconds meanwhile: ``check`` raises if a process this one waits for has failed,
     which would otherwise keep it waiting for ``timeout_s``.
@@ -117,7 +166,7 @@ def init_process_group_watched(backend: str, rank: int, world_size: int, init_me
     def join() -> None:
         try:
             result["group"] = init_process_group(backend, rank, world_size, init_method,
-                                                 timeout_s)
+                                                 timeout_s, store)
         except BaseException as error:  # noqa: BLE001 - re-raised in the calling thread.
             result["error"] = error
     thread = threading.Thread(target=join, daemon=True, name="rlframe-join-process-group")

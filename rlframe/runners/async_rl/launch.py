@@ -19,11 +19,11 @@ from rlframe.runners.async_rl.schedule import async_n_itr, throttle_schedule
 from rlframe.runners.minibatch_rl import MinibatchRlBase
 from rlframe.samplers.async_.base import N_DOUBLE_BUFFER
 from rlframe.samplers.ray.sampler import RaySampler, ray_used_here
-from rlframe.utils.distributed import init_process_group_watched
+from rlframe.utils.distributed import init_process_group_watched, master_store
 from rlframe.utils.launching.pinning import set_cpu_affinity, set_torch_threads
 from rlframe.utils.processes import ChildSupervisor
 from rlframe.utils.seed import make_seed, set_seed
-from rlframe.utils.synchronize import (autograd_fork_problem, cuda_fork_problem, find_port,
+from rlframe.utils.synchronize import (autograd_fork_problem, cuda_fork_problem,
                                       process_context, start_method_without_fork)
 
 
@@ -161,7 +161,9 @@ class AsyncRlLaunch(MinibatchRlBase):
         opt_affinities = self.affinity["optimizer"]
         first_cpu = opt_affinities[0]["cpus"]
         first_cpu = first_cpu if isinstance(first_cpu, int) else first_cpu[0]
-        port = find_port(offset=first_cpu % 100)
+        # Listening before ranks 1.. start: they cannot meet another run's rank 0.
+        self._master_store = master_store(first_cpu % 100, self.world_size, self.pg_timeout)
+        port = self._master_store.port
         self._init_method = f"tcp://127.0.0.1:{port}"
         names = []
         for rank in range(1, self.world_size):
@@ -211,8 +213,10 @@ class AsyncRlLaunch(MinibatchRlBase):
         backend = "gloo" if cuda_idx is None else "nccl"
         if cuda_idx is not None:
             torch.cuda.set_device(cuda_idx)
+        store, self._master_store = self._master_store, None  # The group keeps it now.
         group = init_process_group_watched(backend, 0, self.world_size, self._init_method,
-                                           self.pg_timeout, self._raise_if_failed, POLL_S)
+                                           self.pg_timeout, self._raise_if_failed, POLL_S,
+                                           store=store)
         self._joined_ranks = True
         self.logger.log(f"Joined the process group of {self.world_size} optimizer ranks as rank 0 "
                         f"(backend {backend}).")

@@ -22,6 +22,8 @@ from rlframe.utils.synchronize import check_start_method, drain_queue
 if TYPE_CHECKING:
     from multiprocessing.process import BaseProcess
 
+    import torch.distributed as dist
+
     from rlframe.agents.base import BaseAgent
     from rlframe.algos.base import RlAlgorithm
     from rlframe.runners.async_rl.control import AsyncControl
@@ -134,6 +136,7 @@ class AsyncRlBase(AsyncRlLaunch, AsyncRlSupervision, AsyncRlDiagnostics):
         self._original_cpus: list[int] | None = None
         self.rank, self.world_size = 0, len(affinity["optimizer"])  # Optimizer ranks.
         self._init_method: str | None = None  # Where optimizer ranks 1.. meet rank 0.
+        self._master_store: dist.TCPStore | None = None  # Listening there until rank 0 joins.
         self._opt_group: Any = None  # Gloo group of the ranks' objects (None: the default).
         self._joined_ranks = False  # This process joined the optimizer ranks' process group.
         self.rank_digests: list[str] = []  # Parameter digests of the ranks at a run's end.

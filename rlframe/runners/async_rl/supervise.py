@@ -179,6 +179,7 @@ class AsyncRlSupervision(MinibatchRlBase):
             dist.destroy_process_group()
             self._joined_ranks = False
         self._opt_group = None
+        self._master_store = None  # Still listening when the run ended before rank 0 joined.
 
     def _meet_to_quit(self) -> bool:
         """Meet ranks 1.. (waiting with ``quit_opt`` set) for the last time."""

@@ -14,12 +14,13 @@ import torch.distributed as dist
 
 from rlframe.runners.minibatch_rl import MinibatchRlBase
 from rlframe.runners.sync_rl.rank import SyncRank, SyncRlError
-from rlframe.utils.distributed import init_process_group_watched, is_collective_error
+from rlframe.utils.distributed import (init_process_group_watched, is_collective_error,
+                                       master_store)
 from rlframe.utils.logging import logger
 from rlframe.utils.processes import (ChildSupervisor, QueueLike, die_with_parent,
                                      interrupt_main_thread, report_error)
 from rlframe.utils.seed import make_seed
-from rlframe.utils.synchronize import (autograd_fork_problem, cuda_fork_problem, find_port,
+from rlframe.utils.synchronize import (autograd_fork_problem, cuda_fork_problem,
                                       process_context, start_method_without_fork)
 
 JOIN_TIMEOUT_S = 30.  # Ranks 1.. finishing after rank 0 at the end of a run.
@@ -76,20 +77,24 @@ class SyncRankLauncher(MinibatchRlBase):
         self.seed = self._base_seed
         master_cpus = self.affinity.get("master_cpus") or [0]
         first_cpu = master_cpus[0] if isinstance(master_cpus[0], int) else 0
-        self._init_method = f"tcp://127.0.0.1:{find_port(offset=first_cpu % 100)}"
+        # Listening before ranks 1.. start: they cannot meet another run's rank 0.
+        store = master_store(first_cpu % 100, self.world_size, self.pg_timeout)
+        self._init_method = f"tcp://127.0.0.1:{store.port}"
         self._launch_workers()
-        return self._join_watching_workers(backend)
+        return self._join_watching_workers(backend, store)
 
-    def _join_watching_workers(self, backend: str) -> dist.ProcessGroup | None:
-        """Rank 0 joins the process group in a thread while it watches ranks 1..: one
-        that dies before joining would otherwise keep it waiting for ``pg_timeout``."""
+    def _join_watching_workers(self, backend: str, store: dist.TCPStore
+                               ) -> dist.ProcessGroup | None:
+        """Rank 0 joins the process group (through its ``store``) in a thread while it
+        watches ranks 1..: one that dies before joining would otherwise keep it waiting
+        for ``pg_timeout``."""
         def check() -> None:
             failure = self._find_failure()
             if failure is not None:
                 self._failure = failure
                 raise SyncRlError(f"{failure} (before joining the process group)")
         return init_process_group_watched(backend, 0, self.world_size, self._init_method,
-                                          self.pg_timeout, check)
+                                          self.pg_timeout, check, store=store)
 
     def launch_workers(self) -> None:
         """rlpyt's name: rank 0 starts ranks 1.. (called by :meth:`startup`)."""
