@@ -268,7 +268,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="tiny sizes (a smoke test)")
     args = parser.parse_args()
     if args.quick:
-        args.batch_B, args.steps_per_itr, args.n_itr, args.rounds = [2, 4], 64, 1, 1
+        args.batch_B, args.steps_per_itr, args.n_itr, args.rounds = [4], 64, 1, 1
         args.hidden, args.minibatches = 32, 2
     for B in args.batch_B:
         if B % N_WORKERS or args.steps_per_itr % B:

@@ -3,6 +3,7 @@ import csv
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,11 +22,29 @@ if "PYTEST_XDIST_WORKER" in os.environ:
     for _name, _value in (("OMP_NUM_THREADS", "1"), ("MKL_NUM_THREADS", "1"),
                           ("OMP_WAIT_POLICY", "PASSIVE")):
         os.environ.setdefault(_name, _value)
-    # torch.distributed masters of different workers' runs start from different ports:
-    # find_port checks that a port is free some time before rank 0 binds it, so two
-    # runs started at once by two workers could otherwise pick the same one.
-    import rlframe.utils.synchronize as _synchronize
-    _synchronize.FIRST_PORT += 10000 * int(os.environ["PYTEST_XDIST_WORKER"].lstrip("gw"))
+
+_INDUCTOR_CACHE = pytest.StashKey[str]()
+
+
+def pytest_configure(config):
+    """The test session's processes (xdist workers, scripts, children) share one
+    torch.compile cache of their own, removed at the end: a graph that one test
+    compiled (e.g. the check that torch.compile works here) is not compiled again by the
+    next, and nothing is left in the machine's cache. Inductor compiles in the
+    compiling process, without a pool of compile workers that would import torch
+    again on cores the tests are using."""
+    if "PYTEST_XDIST_WORKER" in os.environ:  # A worker inherits the controller's.
+        return
+    if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+        config.stash[_INDUCTOR_CACHE] = tempfile.mkdtemp(prefix="rlframe_tests_inductor_")
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = config.stash[_INDUCTOR_CACHE]
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+
+
+def pytest_unconfigure(config):
+    path = config.stash.get(_INDUCTOR_CACHE, None)
+    if path is not None:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

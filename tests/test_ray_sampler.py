@@ -265,7 +265,8 @@ def test_ppo_cartpole_with_ray_sampler_reaches_475(local_ray, in_tmp_cwd):
     from test_learning import cartpole_ppo, train_and_read_returns
     returns, steps = train_and_read_returns(cartpole_ppo(), 128, 8, 150e3, 10240,
                                             SamplerCls=functools.partial(RaySampler,
-                                                                         n_workers=2))
+                                                                         n_workers=2),
+                                            stop_at=475)
     assert returns[0] < 100  # untrained policy
     assert steps[-1] <= 150e3 + 10240
     assert max(returns) >= 475, returns

@@ -3,8 +3,6 @@ samples its own envs, trains the same parameters, and stops its Ray at the end,
 also when another rank fails."""
 import json
 import os
-import subprocess
-import sys
 import time
 
 import psutil
@@ -22,7 +20,7 @@ from rlframe.runners.sync_rl import SyncRl, SyncRlError  # noqa: E402
 from rlframe.samplers.ray import RaySampler  # noqa: E402
 from rlframe.utils.logging import logger  # noqa: E402
 from rlframe.utils.logging.context import logger_context  # noqa: E402
-from conftest import long_lived_helper  # noqa: E402
+from conftest import long_lived_helper, warm_python_interpreter  # noqa: E402
 from test_sync_rl import descendants, read_progress  # noqa: E402
 
 # No workers_cpus: Ray places each rank's workers.
@@ -110,11 +108,12 @@ print(json.dumps(train_two_ranks({out_dir!r}, fail_at={fail_at!r})))
 
 
 def run_script(out_dir, fail_at=None):
-    """``train_two_ranks`` in a new interpreter (Ray never ran there before: ranks 1..
-    start by fork, the default); returns its result."""
-    code = SCRIPT.format(tests=TESTS_DIR, out_dir=str(out_dir), fail_at=fail_at)
-    result = subprocess.run([sys.executable, "-c", code], cwd=out_dir, capture_output=True,
-                            text=True, timeout=200)
+    """``train_two_ranks`` in a new process of the warm interpreter (Ray never ran there
+    before: ranks 1.. start by fork, the default); returns its result."""
+    script = os.path.join(out_dir, "train_two_ranks.py")
+    with open(script, "w") as f:
+        f.write(SCRIPT.format(tests=TESTS_DIR, out_dir=str(out_dir), fail_at=fail_at))
+    result = warm_python_interpreter().run(script, [], out_dir, timeout=200)
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 
