@@ -1,11 +1,12 @@
 """AtariEnv throughput: against a bare ale-py loop, and parallel against serial sampling.
 
-1. Env steps/s of ``AtariEnv`` (frame skip 4, 4-frame stacks of 104x80) against
-   a bare ale-py loop doing the same emulation and screen grabs: the same ROM,
-   ``frame_skip`` ``act`` calls per step and two grayscale screen grabs (before
-   the last frame and after it), with no frame processing at all. Both take the
-   same random actions and restart at game over. Rounds alternate; medians are
-   printed. Target: AtariEnv >= 0.9x the bare loop.
+1. Env steps/s of ``AtariEnv`` (frame skip 4, 4-frame stacks of 104x80, and of
+   DeepMind's 84x84 with ``frame_shape=(84, 84)``) against a bare ale-py loop
+   doing the same emulation and screen grabs: the same ROM, ``frame_skip``
+   ``act`` calls per step and two grayscale screen grabs (before the last frame
+   and after it), with no frame processing at all. All take the same random
+   actions and restart at game over. Rounds alternate; medians are printed.
+   Target: AtariEnv >= 0.9x the bare loop.
 2. Sampler throughput on the game: SerialSampler against CpuSampler with 2
    worker processes, both collecting ``[batch_T, batch_B]`` batches with an
    AtariFfAgent (one torch thread in every process). Target: >= 1.8x on a
@@ -29,9 +30,10 @@ from rlframe.samplers.serial.sampler import SerialSampler
 from rlframe.utils.logging import logger
 
 
-def atari_env_steps(game: str, steps: int, actions: np.ndarray) -> float:
+def atari_env_steps(game: str, steps: int, actions: np.ndarray,
+                    frame_shape: tuple[int, int] = (104, 80)) -> float:
     """Seconds for ``steps`` AtariEnv steps."""
-    env = AtariEnv(game=game)
+    env = AtariEnv(game=game, frame_shape=frame_shape)
     env.seed(0)
     env.reset()
     start = time.perf_counter()
@@ -86,10 +88,13 @@ def main() -> None:
     logger.disable()
 
     actions = np.random.default_rng(0).integers(0, 18, size=10_000)
-    times: dict[str, list[float]] = {"bare ale-py loop": [], "AtariEnv": []}
+    times: dict[str, list[float]] = {"bare ale-py loop": [], "AtariEnv": [],
+                                     "AtariEnv 84x84": []}
     for _ in range(args.rounds):
         times["bare ale-py loop"].append(bare_ale_steps(args.game, args.steps, actions))
         times["AtariEnv"].append(atari_env_steps(args.game, args.steps, actions))
+        times["AtariEnv 84x84"].append(atari_env_steps(args.game, args.steps, actions,
+                                                       frame_shape=(84, 84)))
     rates = {name: args.steps / statistics.median(t) for name, t in times.items()}
     base = rates["bare ale-py loop"]
     print(f"{args.game}: frame skip 4, {args.steps} steps x {args.rounds} rounds (medians)")

@@ -309,8 +309,8 @@ AGENTS = [
     Case("dqn_initial_model_state_dict_not_fitting",
          lambda: ppo_runner(algo=DQN(), agent=DqnAgent(
              initial_model_state_dict={"nope": torch.zeros(1)})),
-         ValueError, ("initial_model_state_dict does not fit DqnAgent's models",
-                      "DqnMlpModel"), no_data=True),
+         ValueError, ("initial_model_state_dict does not fit DqnAgent's model DqnMlpModel",
+                      "unexpected keys: nope"), no_data=True),
     Case("ddpg_initial_q_model_state_dict_not_fitting",
          lambda: ppo_runner(algo=DDPG(), agent=DdpgAgent(
              initial_q_model_state_dict={"nope": torch.zeros(1)}),

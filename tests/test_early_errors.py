@@ -140,7 +140,8 @@ def test_initial_model_state_dict_that_does_not_fit_fails_in_the_runner(in_tmp_c
 
 @pytest.mark.parametrize("AgentCls,AlgoCls,env_id,keyword,words", [
     (DqnAgent, DQN, "CartPole-v1", "initial_model_state_dict",
-     r"initial_model_state_dict does not fit DqnAgent's models: .*DqnMlpModel.*\"nope\""),
+     r"initial_model_state_dict does not fit DqnAgent's model DqnMlpModel: missing keys: "
+     r".*; unexpected keys: nope"),
     (DdpgAgent, DDPG, "Pendulum-v1", "initial_q_model_state_dict",
      r"initial_q_model_state_dict does not fit DdpgAgent's models: .*QofMuMlpModel"),
 ])

@@ -14,7 +14,7 @@ from here (rlpyt's path).
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
 import numpy as np
 import torch
@@ -28,7 +28,7 @@ from rlframe.agents.recurrent import (AgentInputsRnn, AlternatingRecurrentAgentM
 from rlframe.agents.sharing import ParameterSharingMixin
 from rlframe.models.utils import strip_ddp_state_dict
 from rlframe.utils.buffer import buffer_func, buffer_to, torchify_buffer
-from rlframe.utils.checks import check_keywords, load_checked_state_dict
+from rlframe.utils.checks import check_keywords, state_dict_mismatch
 from rlframe.utils.collections import namedarraytuple
 from rlframe.utils.logging import logger
 
@@ -241,10 +241,27 @@ class BaseAgent(ParameterSharingMixin):
             self.shared_model = self.model
         if self.initial_model_state_dict is not None:
             initial = strip_ddp_state_dict(self.initial_model_state_dict)
-            load_checked_state_dict(self.model, initial, "initial_model_state_dict",
-                                    f"{type(self).__name__}'s model {self.ModelCls.__name__}")
+            self.check_initial_state(initial)
+            self.model.load_state_dict(initial)
         self.env_spaces = env_spaces
         self.share_memory = share_memory
+
+    def check_initial_state(self, state_dict: Mapping[str, Any]) -> None:
+        """Raise a ValueError naming what does not fit if the model state dict
+        ``state_dict`` (from ``initial_model_state_dict``) cannot be loaded into the
+        model built for the env (:meth:`initialize` has built it)."""
+        mismatch = state_dict_mismatch(self.model, strip_ddp_state_dict(state_dict))
+        if mismatch is not None:
+            hint = (self.initial_state_hint(state_dict)
+                    or "Pass the state_dict() of a model built with the same ModelCls, "
+                       "model_kwargs and env.")
+            raise ValueError(f"initial_model_state_dict does not fit {type(self).__name__}'s "
+                             f"model {self.ModelCls.__name__}: {mismatch}. {hint}")
+
+    def initial_state_hint(self, state_dict: Mapping[str, Any]) -> str:
+        """What to do about an ``initial_model_state_dict`` that does not fit the model
+        (agents that know what it was made for say so); empty for the generic advice."""
+        return ""
 
     def make_env_to_model_kwargs(self, env_spaces: EnvSpaces) -> dict:
         """Model constructor kwargs that depend on the env (shapes, action count)."""

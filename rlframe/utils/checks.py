@@ -155,24 +155,3 @@ def state_dict_mismatch(module: torch.nn.Module, state_dict: object, limit: int 
     if shapes:
         parts.append(f"other shapes: {listed(shapes, limit)}")
     return "; ".join(parts) or None
-
-
-def load_checked_state_dict(module: torch.nn.Module, state_dict: Mapping[str, Any], name: str,
-                            owner: str) -> None:
-    """Load ``state_dict`` into ``module``, or raise naming what does not fit.
-
-    Args:
-        module: the torch module to load into.
-        state_dict: its parameters and buffers.
-        name: the argument it came from (``"initial_model_state_dict"``).
-        owner: what the module is, for the message (``"CategoricalPgAgent's model
-            CategoricalPgMlpModel"``).
-
-    Raises:
-        ValueError: keys are missing or unexpected, or entries differ in shape.
-    """
-    mismatch = state_dict_mismatch(module, state_dict)
-    if mismatch is not None:
-        raise ValueError(f"{name} does not fit {owner}: {mismatch}. Pass the state_dict() of "
-                         "a model built with the same ModelCls, model_kwargs and env.")
-    module.load_state_dict(state_dict)

@@ -99,6 +99,8 @@ class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
         self.target_model = self.ModelCls(**self.env_model_kwargs, **self.model_kwargs)
         self.target_model.load_state_dict(self.model.state_dict())
         if initial is not None:
+            self.check_initial_state(initial["model"] if isinstance(initial.get("model"), Mapping)
+                                     else initial)
             self.load_state_dict(initial)
         self.distribution = EpsilonGreedy(dim=env_spaces.action.n)
 

@@ -1,18 +1,25 @@
-"""Atari 2600 games on the Arcade Learning Environment, with rlpyt's preprocessing.
+"""Atari 2600 games on the Arcade Learning Environment, with rlpyt's preprocessing or
+DeepMind's frame size.
 
-Frames are grayscale, max-pooled over the last two raw frames of a frame skip,
-cropped to 208x160 (first and last row dropped) and downsampled 2x to 104x80 by
-a 2x2 block mean rounded half up (integer numpy arithmetic, no OpenCV). The
-observation is a stack of the last ``num_img_obs`` frames, oldest first.
+Frames are grayscale (ALE's palette luminance), max-pooled over the last two raw
+frames of a frame skip, then either (rlpyt, the default ``frame_shape=(104, 80)``)
+cropped to 208x160 (first and last row dropped) and halved to 104x80 by a 2x2 block
+mean rounded half up, or (e.g. ``frame_shape=(84, 84)``, DeepMind's) the whole
+210x160 screen area-resized (:class:`~rlframe.envs.atari.frames.AreaResize`); numpy
+only, no OpenCV. The observation is a stack of the last ``num_img_obs`` frames,
+oldest first.
 """
 from __future__ import annotations
 
 import difflib
+import operator
 from collections import namedtuple
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rlframe.envs.atari.frames import (DEEPMIND_SHAPE, RAW_H, RAW_W, RLPYT_SHAPE, AreaResize,
+                                      downsample)
 from rlframe.envs.base import Env, EnvStep
 from rlframe.envs.traj_info import TrajInfo
 from rlframe.spaces.int_box import IntBox
@@ -21,8 +28,7 @@ if TYPE_CHECKING:
     from rlframe.spaces.base import SpaceValue
     from rlframe.utils.collections import NamedArrayTuple
 
-H, W = 104, 80  # Processed frame size.
-RAW_H, RAW_W = 210, 160  # ALE screen size.
+H, W = RLPYT_SHAPE  # Processed frame size (rlpyt's, the default).
 
 EnvInfo = namedtuple("EnvInfo", ["game_score", "traj_done", "timeout"])
 """``game_score``: float32 raw (unclipped) score of the step; ``traj_done``: the
@@ -60,33 +66,6 @@ ATARI_PY_GAMES = frozenset((
 and crashes (segfault) on any other ROM, so other games are refused up front."""
 
 
-def downsample(frame: np.ndarray, out: np.ndarray | None = None,
-               scratch: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
-    """2x2 block mean, rounded half up, of a cropped frame:
-    ``(a[0::2, 0::2] + a[1::2, 0::2] + a[0::2, 1::2] + a[1::2, 1::2] + 2) // 4``.
-
-    Args:
-        frame: [208, 160] uint8.
-        out: [104, 80] uint8 to write into (a new array if None).
-        scratch: uint16 arrays [104, 160] and [104, 80] to reuse (AtariEnv passes
-            its own, so a step allocates nothing).
-
-    Returns:
-        [104, 80] uint8 (``out``).
-    """
-    h, w = frame.shape[0] // 2, frame.shape[1] // 2
-    rows, cols = scratch if scratch is not None else (np.empty((h, 2 * w), np.uint16),
-                                                      np.empty((h, w), np.uint16))
-    np.add(frame[0::2], frame[1::2], out=rows, dtype=np.uint16)  # Pairs of rows,
-    np.add(rows[:, 0::2], rows[:, 1::2], out=cols)  # then pairs of columns.
-    cols += 2
-    cols >>= 2
-    if out is None:
-        return cols.astype(np.uint8)
-    np.copyto(out, cols, casting="unsafe")
-    return out
-
-
 class AtariTrajInfo(TrajInfo):
     """:class:`TrajInfo` that also sums the raw game score, ``env_info.game_score``, as
     ``GameScore`` (Atari returns are usually clipped; the score is what papers report)."""
@@ -121,6 +100,10 @@ class AtariEnv(Env):
         max_start_noops: at most this many no-ops at reset (uniformly 0..max).
         repeat_action_probability: ALE sticky-action probability (rlpyt: 0).
         horizon: steps after which the game is cut (``timeout=True``).
+        frame_shape: ``(height, width)`` of each stacked frame: ``(104, 80)``
+            (rlpyt's crop and halving, the default) or any smaller or equal to the
+            210x160 screen, area-resized from the whole screen, e.g.
+            ``DEEPMIND_SHAPE = (84, 84)`` to compare with results on DeepMind's frames.
         backend: emulator package, ``"ale_py"`` (default) or ``"atari_py"``, the
             legacy one rlpyt used: the ``atari`` extra, built from source on
             Python 3.11 (needs cmake and zlib); ROMs come from ale-py; games of
@@ -135,7 +118,7 @@ class AtariEnv(Env):
                  clip_reward: bool = True, episodic_lives: bool = True,
                  fire_on_reset: bool = False, max_start_noops: int = 30,
                  repeat_action_probability: float = 0., horizon: int = 27000,
-                 backend: str = "ale_py") -> None:
+                 backend: str = "ale_py", frame_shape: tuple[int, int] = RLPYT_SHAPE) -> None:
         _check_int("frame_skip", frame_skip, 1)
         _check_int("num_img_obs", num_img_obs, 1)
         _check_int("max_start_noops", max_start_noops, 0)
@@ -153,6 +136,8 @@ class AtariEnv(Env):
         self._repeat_action_probability: float = float(repeat_action_probability)
         self._horizon: int = int(horizon)
         self._backend: str = backend
+        self._frame_shape: tuple[int, int] = _check_frame_shape(frame_shape)
+        h, w = self._frame_shape
 
         self._rom_path: str = rom_path(game)
         self.ale = _make_ale(backend, game)
@@ -170,12 +155,16 @@ class AtariEnv(Env):
         self._action_set: list = list(self.ale.getMinimalActionSet())
         self._action_ids: list[int] = [_action_id(a) for a in self._action_set]
         self._action_space: IntBox = IntBox(0, len(self._action_set))
-        self._observation_space: IntBox = IntBox(0, 256, shape=(num_img_obs, H, W),
+        self._observation_space: IntBox = IntBox(0, 256, shape=(num_img_obs, h, w),
                                                  dtype="uint8")
         self._raw_frames = np.zeros((2, RAW_H, RAW_W), dtype=np.uint8)
-        self._max_frame = np.zeros((RAW_H - 2, RAW_W), dtype=np.uint8)  # Cropped.
-        self._scratch = (np.zeros((H, RAW_W), np.uint16), np.zeros((H, W), np.uint16))
-        self._obs = np.zeros((num_img_obs, H, W), dtype=np.uint8)
+        self._max_frame = np.zeros((RAW_H, RAW_W), dtype=np.uint8)
+        if self._frame_shape == RLPYT_SHAPE:
+            self._scratch = (np.zeros((h, RAW_W), np.uint16), np.zeros((h, w), np.uint16))
+            self._resize: AreaResize | None = None
+        else:
+            self._resize = AreaResize(self._frame_shape)
+        self._obs = np.zeros((num_img_obs, h, w), dtype=np.uint8)
         self._lives: int = 0
         self._step_counter: int = 0
 
@@ -199,7 +188,8 @@ class AtariEnv(Env):
         """Start a new game.
 
         Returns:
-            observation: [num_img_obs, 104, 80] uint8; all frames but the last are 0.
+            observation: [num_img_obs, H, W] uint8 (``frame_shape``); all frames but the
+            last are 0.
         """
         self.ale.reset_game()
         self._raw_frames[:] = 0
@@ -223,7 +213,7 @@ class AtariEnv(Env):
             action: int index into the minimal action set.
 
         Returns:
-            ``EnvStep(observation [num_img_obs, 104, 80] uint8, reward 0-d float32,
+            ``EnvStep(observation [num_img_obs, H, W] uint8, reward 0-d float32,
             done bool, EnvInfo)``.
         """
         ale, raw = self.ale, self._raw_frames
@@ -259,7 +249,7 @@ class AtariEnv(Env):
                                bool(timed_out and not episode_end)))
 
     def get_obs(self) -> np.ndarray:
-        """A copy of the current observation, [num_img_obs, 104, 80] uint8."""
+        """A copy of the current observation, [num_img_obs, H, W] uint8."""
         return self._obs.copy()
 
     def render(self, wait: int = 10, show_full_obs: bool = False) -> np.ndarray:
@@ -270,13 +260,13 @@ class AtariEnv(Env):
             show_full_obs: show all ``num_img_obs`` frames, stacked vertically.
 
         Returns:
-            The image shown, [104, 80] (or [num_img_obs * 104, 80]) uint8, so that it
+            The image shown, [H, W] (or [num_img_obs * H, W]) uint8, so that it
             can be saved where there is no display.
 
         Raises:
             ImportError: OpenCV (``opencv-python``) is not installed.
         """
-        img = self._obs.reshape(-1, W) if show_full_obs else self._obs[-1]
+        img = self._obs.reshape(-1, self._frame_shape[1]) if show_full_obs else self._obs[-1]
         try:
             import cv2
         except ImportError as e:
@@ -299,10 +289,14 @@ class AtariEnv(Env):
         self._lives = self.ale.lives()
 
     def _push_frame(self) -> None:
-        frame = np.maximum(self._raw_frames[0, 1:-1], self._raw_frames[1, 1:-1],
-                           out=self._max_frame)  # Max of two frames, cropped to 208 rows.
         self._obs[:-1] = self._obs[1:]  # Oldest first, newest last.
-        downsample(frame, out=self._obs[-1], scratch=self._scratch)
+        if self._resize is None:  # rlpyt: max of two frames cropped to 208 rows, halved.
+            frame = np.maximum(self._raw_frames[0, 1:-1], self._raw_frames[1, 1:-1],
+                               out=self._max_frame[1:-1])
+            downsample(frame, out=self._obs[-1], scratch=self._scratch)
+        else:  # The max of the two whole screens, area-resized.
+            frame = np.maximum(self._raw_frames[0], self._raw_frames[1], out=self._max_frame)
+            self._resize(frame, out=self._obs[-1])
 
     @property
     def game(self) -> str:
@@ -348,6 +342,11 @@ class AtariEnv(Env):
     def horizon(self) -> int:
         """Steps after which a game is cut."""
         return self._horizon
+
+    @property
+    def frame_shape(self) -> tuple[int, int]:
+        """``(height, width)`` of each stacked frame."""
+        return self._frame_shape
 
     @property
     def backend(self) -> str:
@@ -411,6 +410,20 @@ def _action_id(action: Any) -> int:
     """ALE id (0..17) of an element of either backend's minimal action set: an
     ``ale_py.Action`` enum (``int()`` refuses it, ``.value`` is the id) or an int."""
     return int(getattr(action, "value", action))
+
+
+def _check_frame_shape(frame_shape: Any) -> tuple[int, int]:
+    """``frame_shape`` as ``(height, width)``, or a ValueError saying what is allowed."""
+    try:
+        h, w = (operator.index(d) for d in frame_shape)
+    except (TypeError, ValueError):
+        h = w = 0
+    if isinstance(frame_shape, str) or not (1 <= h <= RAW_H and 1 <= w <= RAW_W):
+        raise ValueError(f"AtariEnv: frame_shape must be (height, width) with 1 <= height <= "
+                         f"{RAW_H} and 1 <= width <= {RAW_W}, e.g. {RLPYT_SHAPE} (rlpyt's, the "
+                         f"default) or {DEEPMIND_SHAPE} (DeepMind's); got "
+                         f"frame_shape={frame_shape!r}.")
+    return int(h), int(w)
 
 
 def _check_int(name: str, value: Any, minimum: int) -> None:
