@@ -19,7 +19,7 @@ CASES = {
     "sampler_throughput.py": ["--steps", "512", "--batch_B", "1", "2", "--batch_T", "16",
                               "--rounds", "1"],
     "parallel_sampling.py": ["--env_id", "Pendulum-v1", "--batch_T", "16", "--batch_B", "2",
-                             "--n_itr", "1"],
+                             "--rounds", "1", "--n_itr", "1"],
     "replay_throughput.py": ["--seconds", "0.05"],
     "dqn_updates.py": ["--rounds", "1", "--updates", "4"],
     "sac_updates.py": ["--rounds", "1", "--updates", "4"],
@@ -40,7 +40,9 @@ CASES = {
 }
 RATIO = {  # What each script's table prints next to its figures.
     "sampler_throughput.py": r"\d+\.\d\d\s+\d+\.\d\d",
-    "parallel_sampling.py": r"ceiling: 2 x Serial\s+2\s+[\d,]+\s+\d+\.\d\d",
+    "parallel_sampling.py": (r"(?s)ceiling: 2 x Serial\s+2\s+[\d,]+\s+\d+\.\d\d\n.*"
+                             r"Cpu, 2 workers, per iteration: [\d.]+ ms wall; CPU: workers "
+                             r"[\d.]+ and [\d.]+ ms, master [\d.]+ ms; .* [\d.]+ ms \(\d+%\)"),
     "replay_throughput.py": r"append\s+[\d,]+\s+[\d,]+\s+[\d,]+\s+\d+\.\d",
     "dqn_updates.py": r"ratio \d\.\d{3}",
     "sac_updates.py": r"ratio \d\.\d{3}",
