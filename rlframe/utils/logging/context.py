@@ -44,7 +44,7 @@ from rlframe.utils.logging.run_dir import (DATA_DIR_ENV_VAR, IF_EXISTS, LOG_DIR,
                                            _holds_run_besides, _is_within, _relative_part,
                                            get_log_dir)
 from rlframe.utils.logging.run_logger import Logger
-from rlframe.utils.snapshots import check_snapshot_mode
+from rlframe.utils.snapshot_files import check_snapshot_mode
 
 @contextlib.contextmanager
 def logger_context(log_dir: str, run_ID: int, name: str, log_params: dict | None = None,

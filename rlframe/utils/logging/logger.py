@@ -4,7 +4,7 @@ Each run logs through its own :class:`Logger` (``run_logger.py``), which
 composes text output (``text.py``: prefixes, timestamps, stdout and
 ``debug.log``), tabular output (``tabular.py``: the pending row, ``progress.csv``
 with its schema rewrite, the printed table, TensorBoard scalars) and the
-snapshot policy (:mod:`rlframe.utils.snapshots`). The functions below keep
+snapshot policy (:mod:`rlframe.utils.snapshot_files`). The functions below keep
 rlpyt's names and act on the *current* logger (``current.py``), so every
 component logs with ``from rlframe.utils.logging import logger`` and
 ``logger.log(...)`` without passing a logger object around. A runner reaches the
@@ -57,8 +57,8 @@ from rlframe.utils.logging.tabular import (SummaryWriterLike, TabularValue,  # n
                                            _format_cell, _format_table)
 from rlframe.utils.logging.text import (_COLOR_CODES, _colorize, _is_terminal,  # noqa: F401
                                         _open_output)
-from rlframe.utils.snapshots import SNAPSHOT_MODES
-from rlframe.utils.snapshots import check_snapshot_mode as _check_snapshot_mode  # noqa: F401
+from rlframe.utils.snapshot_files import SNAPSHOT_MODES
+from rlframe.utils.snapshot_files import check_snapshot_mode as _check_snapshot_mode  # noqa: F401
 
 
 # ----------------------------------------------------------------------------- module front

@@ -3,7 +3,7 @@
 A ``Logger`` composes a :class:`~rlframe.utils.logging.text.TextOutput` (prefixes,
 stdout and ``debug.log``), a :class:`~rlframe.utils.logging.tabular.TabularOutput`
 (the pending row, ``progress.csv``, TensorBoard scalars) and a
-:class:`~rlframe.utils.snapshots.SnapshotWriter` (snapshot directory, mode and
+:class:`~rlframe.utils.snapshot_files.SnapshotWriter` (snapshot directory, mode and
 gap), and holds the switches that silence them. ``logger_context`` creates one per
 run; a runner reaches it as ``runner.logger``; rlpyt's module functions
 (``logger.log``, ...) act on the current one (:mod:`rlframe.utils.logging.current`).
@@ -17,7 +17,7 @@ from typing import Any, Iterator
 from rlframe.utils.logging.tabular import (SummaryWriterLike, TabularOutput, TabularValue,
                                            TabularValues, _format_table, summary_stats)
 from rlframe.utils.logging.text import TextOutput
-from rlframe.utils.snapshots import SnapshotWriter
+from rlframe.utils.snapshot_files import SnapshotWriter
 
 
 class Logger:
@@ -249,7 +249,7 @@ class Logger:
 
     def save_itr_params(self, itr: int, params: object, final: bool = False) -> list[str]:
         """Save the snapshot ``params`` of iteration ``itr`` as the snapshot mode says;
-        see :meth:`rlframe.utils.snapshots.SnapshotWriter.save_itr_params` (arguments,
+        see :meth:`rlframe.utils.snapshot_files.SnapshotWriter.save_itr_params` (arguments,
         returned file names, and the OSError naming a file that could not be written)."""
         return self._snapshots.save_itr_params(itr, params, final=final)
 
