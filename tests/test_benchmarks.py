@@ -37,6 +37,9 @@ CASES = {
     "sync_scaling.py": ["--env_id", "Pendulum-v1", "--batch_T", "64", "--itrs", "3",
                         "--rounds", "1"],
     "ray_sampling.py": ["--quick", "--env_id", "Pendulum-v1"],
+    # On the CPU, small batches: GpuSampler, SyncRl, AsyncGpuSampler and AsyncRl plumbing.
+    "gpu_check.py": ["--cuda_idx", "-1", "--quick", "--steps", "128", "--only", "sync_nccl",
+                     "async_dqn"],
 }
 RATIO = {  # What each script's table prints next to its figures.
     "sampler_throughput.py": r"\d+\.\d\d\s+\d+\.\d\d",
@@ -56,6 +59,8 @@ RATIO = {  # What each script's table prints next to its figures.
     "atari_env_throughput.py": (r"(?s)AtariEnv\s+[\d,]+\s+\d\.\d\d\n.*"
                                 r"Cpu, 2 workers\s+[\d,]+\s+\d+\.\d\d"),
     "sync_scaling.py": r"2 ranks x 1 thread\s+\d+\s+\d+\.\d\s+\d+\.\d\dx",
+    "gpu_check.py": (r"(?s)sync_nccl:\s+[\d,]+ frames/s \(128 steps in [\d.]+ s, model on cpu\)"
+                     r".*async_dqn:\s+[\d,]+ frames/s"),
     "ray_sampling.py": (r"(?s)\n\s+4\s+16(\s+[\d,]+){2}\s+\d+\.\d\d.*"
                         r"all data movement per iteration\s+\d+\.\d\d ms.*"
                         r"32x32 model: .*with transfers: .*N\* = \d+ node"),
