@@ -173,3 +173,31 @@ def test_lstm_state_carries_across_calls():
     assert torch.allclose(torch.cat([pi_a, pi_b]), pi_all, atol=1e-6)
     assert torch.allclose(torch.cat([v_a, v_b]), v_all, atol=1e-6)
     assert torch.allclose(state_b.h, state_all.h, atol=1e-6)
+
+
+def test_conv_weights_are_channels_last_with_the_numbers_of_the_default_layout():
+    """Only the memory order changes: the same weights in either layout give the same
+    outputs and gradients, and state dicts load across layouts."""
+    from rlframe.models.conv2d import Conv2dHeadModel
+    torch.manual_seed(0)
+    kwargs = dict(image_shape=(4, 84, 84), channels=[32, 64, 64], kernel_sizes=[8, 4, 3],
+                  strides=[4, 2, 1], hidden_sizes=[512], output_size=6)
+    fast = Conv2dHeadModel(**kwargs)
+    plain = Conv2dHeadModel(**kwargs, channels_last=False)
+    convs = [m for m in fast.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert convs and all(c.weight.is_contiguous(memory_format=torch.channels_last)
+                         and not c.weight.is_contiguous() for c in convs)
+    assert all(m.weight.is_contiguous() for m in plain.modules()
+               if isinstance(m, torch.nn.Conv2d))
+    plain.load_state_dict(fast.state_dict())
+    fast.load_state_dict(plain.state_dict())  # Either way round.
+    assert all(c.weight.is_contiguous(memory_format=torch.channels_last) for c in convs)
+    x = torch.rand(16, 4, 84, 84)
+    outputs = [model(x) for model in (fast, plain)]
+    torch.testing.assert_close(outputs[0], outputs[1], rtol=1e-5, atol=1e-5)
+    for out in outputs:
+        out.pow(2).sum().backward()
+    for a, b in zip(fast.parameters(), plain.parameters()):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5)
+    assert fast(x[:1]).shape == (1, 6)  # Any batch, any input layout.
+    assert fast(x.contiguous(memory_format=torch.channels_last)).shape == (16, 6)
