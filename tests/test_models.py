@@ -201,3 +201,18 @@ def test_conv_weights_are_channels_last_with_the_numbers_of_the_default_layout()
         torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5)
     assert fast(x[:1]).shape == (1, 6)  # Any batch, any input layout.
     assert fast(x.contiguous(memory_format=torch.channels_last)).shape == (16, 6)
+
+
+def test_scale_image_gives_a_new_tensor_in_zero_one():
+    from rlframe.models.utils import scale_image
+    pixels = torch.arange(256, dtype=torch.uint8).reshape(4, 8, 8)
+    scaled = scale_image(pixels, torch.float32)
+    assert scaled.dtype == torch.float32
+    assert torch.equal(scaled, pixels.float() * (1. / 255))
+    assert scaled[0, 0, 0] == 0 and scaled[-1, -1, -1] == 1
+    floats = pixels.float()
+    same = scale_image(floats, torch.float32)
+    assert torch.equal(floats, pixels.float()) and same.data_ptr() != floats.data_ptr()
+    doubles = pixels.double().requires_grad_()
+    scale_image(doubles, torch.float32).sum().backward()  # Gradients pass the conversion.
+    torch.testing.assert_close(doubles.grad, torch.full_like(doubles, 1. / 255))

@@ -70,8 +70,11 @@ def update_state_dict(model: torch.nn.Module, state_dict: Mapping[str, Any],
 
 
 def scale_image(image: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """Pixels in [0, 255] (uint8 or float) as ``dtype`` in [0, 1]."""
-    return image.to(dtype) * (1. / 255)
+    """Pixels in [0, 255] (uint8 or float) as ``dtype`` in [0, 1], in a new tensor (the
+    converted copy is scaled in place: one pass over the batch instead of two)."""
+    if image.dtype == dtype:
+        return image * (1. / 255)
+    return image.to(dtype).mul_(1. / 255)
 
 
 def run_lstm(lstm: torch.nn.LSTM, features: torch.Tensor, prev_action: torch.Tensor,
