@@ -88,12 +88,14 @@ class Descendants(Callback):
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
-def test_dqn_async_ray_reaches_475_on_cartpole_and_leaves_nothing(in_tmp_cwd):
-    """AsyncRlEval with two Ray workers sampling continuously; afterwards no process
-    that the run started (Ray's own, the actors) is left, nor a shared-memory file."""
+def test_dqn_async_ray_trains_evaluates_and_leaves_nothing(in_tmp_cwd):
+    """AsyncRlEval with two Ray workers sampling continuously, for two log intervals;
+    afterwards no process that the run started (Ray's own, the actors) is left, nor a
+    shared-memory file. (DQN learning CartPole through AsyncRl is test_async_rl's; the
+    AsyncRaySampler writes the serial sampler's batches, tested below.)"""
     assert not ray.is_initialized()
     shm_before = shm_entries()
-    stop = StopAtReturn(475)
+    stop = StopAtReturn(1e9)  # Records every evaluation; never stops the run.
     descendants = Descendants()
     sampler = AsyncRaySampler(EnvCls=gym_make, env_kwargs=ENV, eval_env_kwargs=ENV, batch_T=32,
                               batch_B=8, max_decorrelation_steps=0, eval_n_envs=4,
@@ -101,14 +103,14 @@ def test_dqn_async_ray_reaches_475_on_cartpole_and_leaves_nothing(in_tmp_cwd):
     affinity = make_affinity(**AFFINITY)
     affinity["sampler"].pop("workers_cpus")  # Ray places the workers.
     runner = AsyncRlEval(algo=cartpole_dqn(), agent=cartpole_agent(), sampler=sampler,
-                         n_steps=80e3, affinity=affinity, seed=1, log_interval_steps=4096,
+                         n_steps=8192, affinity=affinity, seed=1, log_interval_steps=4096,
                          callbacks=[stop, descendants], sampler_lead_steps=LEAD_STEPS)
     with logger_context("async_ray", 1, "async_ray", {}, snapshot_mode="none"):
         runner.train()
-    history = [(steps, ret) for steps, ret in stop.history if not math.isnan(ret)]
-    assert history[0][0] == 0 and history[0][1] < 100, history
-    reached = [steps for steps, ret in history if ret >= 475]
-    assert reached and reached[0] <= 80e3, history
+    # The untrained agent's evaluation, then one per log interval, each with returns.
+    assert [steps for steps, _ in stop.history] == [0, 4096, 8192], stop.history
+    assert all(ret > 0 for _, ret in stop.history), stop.history
+    assert runner.algo.update_counter > 0
     assert sampler.diagnostics() == {"WorkerRestarts": 0}
 
     commands = [cmd for _, cmd in descendants.seen.values()]

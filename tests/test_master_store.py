@@ -59,7 +59,7 @@ def test_two_groups_started_at_once_each_meet_their_own_rank():
     one's rank 1 joins it (the sums differ: 1 + 2 and 10 + 2)."""
     stores = [master_store(9, world_size=2, timeout_s=30) for _ in range(2)]
     assert stores[0].port != stores[1].port
-    ctx = mp.get_context("spawn")
+    ctx = mp.get_context("fork")  # As SyncRl starts its ranks, after its store listens.
     results = ctx.Queue()
     children = [ctx.Process(target=_join_as_rank_1, args=(f"tcp://127.0.0.1:{s.port}", results))
                 for s in stores]
