@@ -1,6 +1,5 @@
 """AsyncRaySampler: double-buffer columns, parameter versions and their staleness bound,
 worker failures, and DQN learning CartPole through AsyncRlEval with nothing left behind."""
-import math
 import os
 import pickle
 import re
