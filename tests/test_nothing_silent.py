@@ -24,6 +24,7 @@ from rlframe.samplers.parallel.cpu.sampler import CpuSampler
 from rlframe.samplers.serial.sampler import SerialSampler
 from rlframe.utils.logging import logger
 from rlframe.utils.logging.context import logger_context
+from rlframe.utils.logging.run_logger import Logger
 
 CARTPOLE = dict(id="CartPole-v1")
 
@@ -354,3 +355,36 @@ def test_worker_error_writes_a_final_snapshot(in_tmp_cwd):
     assert f"final snapshot of iteration {runner.last_completed_itr} written" in log
     snapshot = torch.load(os.path.join(run_dir, "params.pkl"), weights_only=True)
     assert snapshot["itr"] == runner.last_completed_itr == 5
+
+
+class FailingPPO(PPO):
+    def optimize_agent(self, itr, samples):
+        if itr == 5:
+            raise ValueError("boom at iteration 5")
+        return super().optimize_agent(itr, samples)
+
+
+def test_a_sigterm_while_the_final_snapshot_is_written_waits_for_it(in_tmp_cwd, monkeypatch):
+    """A run ending by an error writes its final snapshot; a SIGTERM that arrives during
+    the write (torchrun stopping a rank whose peer died) does not cut it short."""
+    sampler = SerialSampler(EnvCls=gym_make, env_kwargs=CARTPOLE, batch_T=16, batch_B=2,
+                            max_decorrelation_steps=0)
+    runner = MinibatchRl(algo=FailingPPO(), agent=CategoricalPgAgent(), sampler=sampler,
+                         n_steps=1e4, log_interval_steps=1e4, seed=0)
+    real_save = Logger.save_itr_params
+    handler_before = signal.getsignal(signal.SIGTERM)
+
+    def save_after_a_sigterm(self, itr, params, final=False):
+        if final:  # The final snapshot: the signal lands in the middle of writing it.
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real_save(self, itr, params, final=final)
+    monkeypatch.setattr(Logger, "save_itr_params", save_after_a_sigterm)
+    with pytest.raises(ValueError, match="boom at iteration 5"):
+        with logger_context("sigterm", 0, "sigterm", snapshot_mode="last") as run_dir:
+            runner.train()
+    with open(os.path.join(run_dir, "debug.log")) as f:
+        log = f.read()
+    assert f"Signal {int(signal.SIGTERM)} arrived while the final snapshot was written" in log
+    assert "final snapshot of iteration 4 written" in log
+    assert torch.load(os.path.join(run_dir, "params.pkl"), weights_only=True)["itr"] == 4
+    assert signal.getsignal(signal.SIGTERM) == handler_before  # Handlers are back.

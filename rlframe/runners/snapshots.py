@@ -9,6 +9,7 @@ import torch
 from rlframe.runners import resume
 from rlframe.runners.loading import agent_spec
 from rlframe.utils.collections import iter_leaves
+from rlframe.utils.processes import signals_held
 
 if TYPE_CHECKING:
     from rlframe.agents.base import BaseAgent
@@ -85,11 +86,17 @@ class SnapshotMixin:
             cause = f"stopped by a signal (exit code {error.code})"
         else:
             cause = f"stopped by {type(error).__name__}: {error}"
-        try:
-            names = self.save_itr_snapshot(itr, final=True)
-        except Exception as save_error:  # noqa: BLE001 - the original error matters more.
-            self.logger.log(f"Training {cause}; the final snapshot failed: {save_error!r}")
-            return
+        # A SIGTERM or Ctrl-C now (torchrun stopping this rank after another one died,
+        # say) would abort the write and lose the snapshot: they wait until it is written.
+        with signals_held() as held:
+            try:
+                names = self.save_itr_snapshot(itr, final=True)
+            except Exception as save_error:  # noqa: BLE001 - the original error matters more.
+                self.logger.log(f"Training {cause}; the final snapshot failed: {save_error!r}")
+                return
+        if held:
+            self.logger.log(f"Signal {held[0]} arrived while the final snapshot was written; "
+                            "it was held until the snapshot was complete.")
         if names:
             self.logger.log(f"Training {cause}: final snapshot of iteration {itr} written "
                             f"({', '.join(names)}).")

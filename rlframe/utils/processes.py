@@ -29,7 +29,7 @@ import traceback
 from dataclasses import dataclass
 from multiprocessing.context import BaseContext
 from multiprocessing.process import BaseProcess
-from typing import Any, Callable, Iterable, Protocol, Sequence, Union
+from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence, Union
 
 import psutil
 
@@ -163,6 +163,28 @@ def start_child(ignore_sigint: bool = True) -> None:
     if ignore_sigint:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent()
+
+
+@contextlib.contextmanager
+def signals_held(signums: Sequence[int] = (signal.SIGTERM, signal.SIGINT)
+                 ) -> Iterator[list[int]]:
+    """Hold ``signums`` off while the block runs: one that arrives is recorded in the
+    yielded list instead of interrupting the block (e.g. a process ending by an error
+    writing its last snapshot while a supervisor, such as torchrun after another rank
+    died, sends it SIGTERM). The previous handlers are back after the block; what
+    arrived is not delivered again (the process is ending). Only the main thread can set
+    handlers; elsewhere the block runs as it would without this."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+    previous = {signum: signal.signal(signum, lambda signum, _frame: received.append(signum))
+                for signum in signums}
+    try:
+        yield received
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 # --------------------------------------------------------------------------- ordered stop
