@@ -106,8 +106,12 @@ def test_dqn_async_ray_trains_evaluates_and_leaves_nothing(in_tmp_cwd):
                          callbacks=[stop, descendants], sampler_lead_steps=LEAD_STEPS)
     with logger_context("async_ray", 1, "async_ray", {}, snapshot_mode="none"):
         runner.train()
-    # The untrained agent's evaluation, then one per log interval, each with returns.
-    assert [steps for steps, _ in stop.history] == [0, 4096, 8192], stop.history
+    # The untrained agent's evaluation, then one per log interval (a row may count a
+    # sampler batch or two more than the interval: the optimizer reads the counter), each
+    # with returns.
+    steps = [steps for steps, _ in stop.history]
+    assert len(steps) == 3 and steps[0] == 0 and steps[2] == 8192, stop.history
+    assert 4096 <= steps[1] < 8192, stop.history
     assert all(ret > 0 for _, ret in stop.history), stop.history
     assert runner.algo.update_counter > 0
     assert sampler.diagnostics() == {"WorkerRestarts": 0}
