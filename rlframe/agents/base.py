@@ -250,7 +250,8 @@ class BaseAgent(ParameterSharingMixin):
         """Raise a ValueError naming what does not fit if the model state dict
         ``state_dict`` (from ``initial_model_state_dict``) cannot be loaded into the
         model built for the env (:meth:`initialize` has built it)."""
-        mismatch = state_dict_mismatch(self.model, strip_ddp_state_dict(state_dict))
+        state_dict = strip_ddp_state_dict(state_dict)
+        mismatch = state_dict_mismatch(self.model, state_dict)
         if mismatch is not None:
             hint = (self.initial_state_hint(state_dict)
                     or "Pass the state_dict() of a model built with the same ModelCls, "
@@ -260,7 +261,8 @@ class BaseAgent(ParameterSharingMixin):
 
     def initial_state_hint(self, state_dict: Mapping[str, Any]) -> str:
         """What to do about an ``initial_model_state_dict`` that does not fit the model
-        (agents that know what it was made for say so); empty for the generic advice."""
+        (agents that know what it was made for say so); empty for the generic advice.
+        ``state_dict`` comes without DistributedDataParallel prefixes."""
         return ""
 
     def make_env_to_model_kwargs(self, env_spaces: EnvSpaces) -> dict:

@@ -99,8 +99,7 @@ class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
         self.target_model = self.ModelCls(**self.env_model_kwargs, **self.model_kwargs)
         self.target_model.load_state_dict(self.model.state_dict())
         if initial is not None:
-            self.check_initial_state(initial["model"] if isinstance(initial.get("model"), Mapping)
-                                     else initial)
+            self.check_initial_state(self._split_state_dict(initial)[0])
             self.load_state_dict(initial)
         self.distribution = EpsilonGreedy(dim=env_spaces.action.n)
 
@@ -145,13 +144,18 @@ class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
         return dict(model=strip_ddp_state_dict(self.model.state_dict()),
                     target=self.target_model.state_dict())
 
-    def load_state_dict(self, state_dict: Mapping) -> None:
-        """Load :meth:`state_dict` output; a plain model state dict sets both networks."""
+    @staticmethod
+    def _split_state_dict(state_dict: Mapping) -> tuple[Mapping, Mapping]:
+        """``(online model's, target model's)`` state dicts of :meth:`state_dict` output,
+        or twice a plain model state dict."""
         if isinstance(state_dict.get("model"), Mapping):
             model_state = state_dict["model"]
-            target_state = state_dict.get("target") or model_state
-        else:
-            model_state = target_state = state_dict
+            return model_state, state_dict.get("target") or model_state
+        return state_dict, state_dict
+
+    def load_state_dict(self, state_dict: Mapping) -> None:
+        """Load :meth:`state_dict` output; a plain model state dict sets both networks."""
+        model_state, target_state = self._split_state_dict(state_dict)
         target = self.model.module if self._ddp else self.model
         target.load_state_dict(strip_ddp_state_dict(model_state))
         self.target_model.load_state_dict(strip_ddp_state_dict(target_state))

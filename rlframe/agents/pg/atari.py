@@ -8,7 +8,6 @@ from rlframe.agents.pg.categorical import (AlternatingRecurrentCategoricalPgAgen
 from rlframe.envs.atari.frames import DEEPMIND_SHAPE, RLPYT_SHAPE
 from rlframe.models.pg.atari_ff_model import AtariFfModel
 from rlframe.models.pg.atari_lstm_model import AtariLstmModel
-from rlframe.models.utils import strip_ddp_state_dict
 from rlframe.utils.checks import state_dict_mismatch
 
 if TYPE_CHECKING:
@@ -27,7 +26,6 @@ class AtariMixin:
         of AtariEnv's frame shapes (rlpyt's 104x80, DeepMind's 84x84), names both
         observation shapes."""
         shape = tuple(self.env_model_kwargs["image_shape"])
-        state_dict = strip_ddp_state_dict(state_dict)
         for frame_shape in (RLPYT_SHAPE, DEEPMIND_SHAPE):
             other = (shape[0], *frame_shape)
             if other == shape:
