@@ -109,6 +109,20 @@ def test_gaussian_fixed_std_overrides_log_std():
         dist.sample(GaussDistInfo(mean))
     dist.set_std([0.1, 2.0])
     assert torch.equal(dist.std, torch.tensor([0.1, 2.0]))
+    # The same number again keeps the tensor; another number, or a std assigned
+    # directly in between, gives the new value.
+    dist.set_std(0.3)
+    first = dist.std
+    dist.set_std(0.3)
+    assert dist.std is first
+    dist.set_std(0.4)
+    assert torch.allclose(dist.std, torch.tensor([0.4, 0.4]))
+    dist.std = torch.tensor([1.0, 1.0])
+    dist.set_std(0.4)
+    assert torch.allclose(dist.std, torch.tensor([0.4, 0.4]))
+    dist.set_std(None)
+    dist.set_std(0.4)
+    assert torch.allclose(dist.std, torch.tensor([0.4, 0.4]))
 
 
 def test_gaussian_sample_statistics_and_gradient():

@@ -12,7 +12,8 @@ from rlframe.models.pg.mujoco_ff_model import MujocoFfModel
 from rlframe.models.pg.mujoco_lstm_model import MujocoLstmModel
 from rlframe.models.pg.mujoco_lstm_model import RnnState as MujocoRnnState
 from rlframe.models.running_mean_std import RunningMeanStdModel
-from rlframe.models.utils import (conv2d_output_shape, scale_grad, strip_ddp_state_dict,
+from rlframe.models.utils import (conv2d_output_shape, scale_grad, set_training,
+                                  strip_ddp_state_dict,
                                   update_state_dict)
 
 LEADS = [(), (5,), (3, 4)]
@@ -216,3 +217,30 @@ def test_scale_image_gives_a_new_tensor_in_zero_one():
     doubles = pixels.double().requires_grad_()
     scale_image(doubles, torch.float32).sum().backward()  # Gradients pass the conversion.
     torch.testing.assert_close(doubles.grad, torch.full_like(doubles, 1. / 255))
+
+
+class FrozenNorm(torch.nn.Module):
+    """Keeps its batch norm in eval mode whatever the mode asked for."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.BatchNorm1d(3)
+
+    def train(self, mode=True):
+        super().train(mode)
+        self.norm.eval()
+        return self
+
+
+def test_set_training_sets_every_flag_as_train_does_and_runs_overrides():
+    model = torch.nn.Sequential(MlpModel(3, [4, 4], 2), torch.nn.Dropout(0.5))
+    for mode in (False, True, False):
+        set_training(mode, model)
+        assert [m.training for m in model.modules()] == [mode] * len(list(model.modules()))
+    x = torch.ones(4, 3)
+    assert torch.equal(model(x), model(x))  # Dropout off in eval mode.
+    frozen = torch.nn.Sequential(torch.nn.Linear(3, 3), FrozenNorm())
+    set_training(True, frozen, model)
+    assert frozen.training and frozen[0].training and frozen[1].training
+    assert not frozen[1].norm.training  # The override ran.
+    assert all(m.training for m in model.modules())

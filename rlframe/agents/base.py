@@ -26,7 +26,7 @@ from rlframe.agents.recurrent import (AgentInputsRnn, AlternatingRecurrentAgentM
                                       RecurrentAgentMixin, rnn_state_batch_first,
                                       zeros_like_rnn_state)
 from rlframe.agents.sharing import ParameterSharingMixin
-from rlframe.models.utils import strip_ddp_state_dict
+from rlframe.models.utils import set_training, strip_ddp_state_dict
 from rlframe.utils.buffer import buffer_func, buffer_to, torchify_buffer
 from rlframe.utils.checks import check_keywords, state_dict_mismatch
 from rlframe.utils.collections import namedarraytuple
@@ -444,17 +444,17 @@ class BaseAgent(ParameterSharingMixin):
 
     def train_mode(self, itr: int) -> None:
         """Before optimization at iteration ``itr``."""
-        self.model.train()
+        set_training(True, self.model)
         self._mode = "train"
 
     def sample_mode(self, itr: int) -> None:
         """Before collecting training samples at iteration ``itr``."""
-        self.model.eval()
+        set_training(False, self.model)
         self._mode = "sample"
 
     def eval_mode(self, itr: int) -> None:
         """Before collecting evaluation trajectories at iteration ``itr``."""
-        self.model.eval()
+        set_training(False, self.model)
         self._mode = "eval"
 
     def toggle_alt(self) -> None:

@@ -63,6 +63,9 @@ class Gaussian(Distribution):
                              "set at most one.")
         self._dim: int = int(dim)
         self.std: torch.Tensor | None = None
+        # (number, tensor) of the last set_std(number): agents set the same std before
+        # every sampling iteration, and the tensor need not be rebuilt each time.
+        self._std_from_number: tuple[float, torch.Tensor] | None = None
         self.set_std(std)
         self.clip: float | None = clip
         self.noise_clip: float | None = noise_clip
@@ -203,6 +206,11 @@ class Gaussian(Distribution):
         if std is None:
             self.std = None
             return
+        number = std if isinstance(std, (int, float)) else None
+        last = self._std_from_number
+        if number is not None and last is not None and last[0] == number and \
+                last[1] is self.std:
+            return
         std = torch.as_tensor(std, dtype=torch.float32).detach().clone()
         if std.numel() == 1:
             std = std.reshape(()) * torch.ones(self._dim)
@@ -210,6 +218,7 @@ class Gaussian(Distribution):
             raise ValueError(f"Gaussian.set_std: std must be a scalar or have shape "
                              f"({self._dim},), got {tuple(std.shape)}.")
         self.std = std
+        self._std_from_number = None if number is None else (number, std)
 
     def set_clip(self, clip: float | None) -> None:
         """Set the sample clip (must stay exclusive with ``squash``)."""

@@ -13,7 +13,7 @@ from rlframe.agents.qpg.base import (AgentInfo, LearningStartMixin, TargetPairs,
                                      without_weight_grads)
 from rlframe.distributions.gaussian import DistInfo, Gaussian
 from rlframe.models.qpg.mlp import MuMlpModel, QofMuMlpModel
-from rlframe.models.utils import strip_ddp_state_dict
+from rlframe.models.utils import set_training, strip_ddp_state_dict
 from rlframe.utils.logging import logger
 
 if TYPE_CHECKING:
@@ -202,19 +202,16 @@ class DdpgAgent(LearningStartMixin, BaseAgent):
     # ---------------------------------------------------------------- modes
     def train_mode(self, itr: int) -> None:
         super().train_mode(itr)
-        for model in self._critics():
-            model.train()
+        set_training(True, *self._critics())
 
     def sample_mode(self, itr: int) -> None:
         super().sample_mode(itr)
-        for model in self._critics():
-            model.eval()
+        set_training(False, *self._critics())
         self.distribution.set_std(self.action_std * self.action_bound)
 
     def eval_mode(self, itr: int) -> None:
         super().eval_mode(itr)
-        for model in self._critics():
-            model.eval()
+        set_training(False, *self._critics())
         self.distribution.set_std(0.)
 
     # ----------------------------------------------------------- state dict

@@ -15,7 +15,7 @@ from rlframe.agents.qpg.base import (LearningStartMixin, TargetPairs, chain_para
                                      without_weight_grads)
 from rlframe.distributions.gaussian import DistInfoStd, Gaussian
 from rlframe.models.qpg.mlp import PiMlpModel, QofMuMlpModel
-from rlframe.models.utils import strip_ddp_state_dict
+from rlframe.models.utils import set_training, strip_ddp_state_dict
 from rlframe.utils.collections import namedarraytuple
 
 if TYPE_CHECKING:
@@ -234,19 +234,16 @@ class SacAgent(LearningStartMixin, BaseAgent):
     # ---------------------------------------------------------------- modes
     def train_mode(self, itr: int) -> None:
         super().train_mode(itr)
-        self.q1_model.train()
-        self.q2_model.train()
+        set_training(True, self.q1_model, self.q2_model)
 
     def sample_mode(self, itr: int) -> None:
         super().sample_mode(itr)
-        self.q1_model.eval()
-        self.q2_model.eval()
+        set_training(False, self.q1_model, self.q2_model)
         self.distribution.set_std(None if itr >= self.min_itr_learn else self.pretrain_std)
 
     def eval_mode(self, itr: int) -> None:
         super().eval_mode(itr)
-        self.q1_model.eval()
-        self.q2_model.eval()
+        set_training(False, self.q1_model, self.q2_model)
         self.distribution.set_std(0.)
 
     # ----------------------------------------------------------- state dict
