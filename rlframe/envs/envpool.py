@@ -86,19 +86,21 @@ class EnvPoolVecEnv(VecEnv):
         num_envs: B.
         max_episode_steps: the time limit (None: the task's default).
         seed: env ``b`` of the first pool starts from ``seed + b`` (None: a random seed).
+        envpool_kwargs: further options of ``envpool.make`` for the task (Atari's
+            ``stack_num``, ``episodic_life``, ...).
     """
 
     steps_subsets = True
 
     def __init__(self, task_id: str, num_envs: int, *, max_episode_steps: int | None = None,
-                 seed: int | None = None) -> None:
+                 seed: int | None = None, envpool_kwargs: dict[str, Any] | None = None) -> None:
         self._envpool = import_envpool()
         check_envpool_id(task_id)
         if num_envs < 1:
             raise ValueError(f"num_envs must be at least 1, got num_envs={num_envs}.")
         self.task_id = task_id
         self.num_envs = num_envs
-        self._make_kwargs: dict[str, Any] = dict(num_envs=num_envs)
+        self._make_kwargs: dict[str, Any] = dict(num_envs=num_envs, **(envpool_kwargs or {}))
         if max_episode_steps is not None:
             self._make_kwargs["max_episode_steps"] = int(max_episode_steps)
         self._all_ids = np.arange(num_envs, dtype=np.int32)
@@ -172,7 +174,11 @@ class EnvPoolVecEnv(VecEnv):
         order = _row_order(info["env_id"], ids)
         if order is not None:
             observation = _take_rows(observation, order)
+        self._after_reset(ids, info, order)
         return self._observation_space.convert(observation)
+
+    def _after_reset(self, ids: np.ndarray, info: dict, order: np.ndarray | None) -> None:
+        """Subclasses read the reset's ``info`` here (rows in the pool's order)."""
 
     def step(self, action: SpaceValue, idx: np.ndarray | None = None) -> VecStep:
         """Step every env (or those in ``idx``) once.
@@ -185,11 +191,7 @@ class EnvPoolVecEnv(VecEnv):
             ``VecStep(observation [n], reward float32 [n], done bool [n], env_info [n])``.
         """
         ids = self._all_ids if idx is None else np.asarray(idx, dtype=np.int32)
-        if self._finished[ids].any():
-            # EnvPool would silently start a new episode in place of this step.
-            raise RuntimeError(
-                f"EnvPoolVecEnv: envs {ids[self._finished[ids]].tolist()} finished their "
-                "episodes; reset(idx) them before stepping them again.")
+        self._check_not_finished(ids)
         observation, reward, terminated, truncated, info = self._pool.step(
             self._action_space.revert_rows(action), ids)
         order = _row_order(info["env_id"], ids)
@@ -209,6 +211,13 @@ class EnvPoolVecEnv(VecEnv):
         self._info_rows[-1][:n] = timeout
         return VecStep(self._observation_space.convert(observation),
                        np.asarray(reward, dtype=np.float32), done, self._info_buf[:n])
+
+    def _check_not_finished(self, ids: np.ndarray) -> None:
+        if self._finished[ids].any():
+            # EnvPool would silently start a new episode in place of this step.
+            raise RuntimeError(
+                f"EnvPoolVecEnv: envs {ids[self._finished[ids]].tolist()} finished their "
+                "episodes; reset(idx) them before stepping them again.")
 
     def seed(self, seed: int | None) -> None:
         """Env ``b`` starts its next episode from ``seed + b``; its action space is seeded so too.

@@ -9,7 +9,8 @@ here too. Backends (the samplers' ``env_backend`` argument):
 * ``"gymnasium"`` / ``"gymnasium_async"``: gymnasium's ``SyncVectorEnv`` /
   ``AsyncVectorEnv`` (:mod:`rlframe.envs.gym_vector`).
 * ``"envpool"``: EnvPool's C++ vector envs (:mod:`rlframe.envs.envpool`,
-  the ``envpool`` extra).
+  the ``envpool`` extra); with ``EnvCls=AtariEnv``, EnvPool's Atari set up from
+  the ``AtariEnv`` keywords (:mod:`rlframe.envs.atari.envpool_atari`).
 """
 from __future__ import annotations
 
@@ -48,5 +49,9 @@ def make_vec_env(env_backend: str, EnvCls: Callable[..., Env], env_kwargs: dict,
         from rlframe.envs.gym_vector import GymVecEnv
         return GymVecEnv.from_env_cls(EnvCls, env_kwargs, n_envs,
                                       asynchronous=env_backend == "gymnasium_async")
+    from rlframe.envs.atari.atari_env import AtariEnv
+    if isinstance(EnvCls, type) and issubclass(EnvCls, AtariEnv):
+        from rlframe.envs.atari.envpool_atari import EnvPoolAtariVecEnv
+        return EnvPoolAtariVecEnv.from_atari(EnvCls, env_kwargs, n_envs)
     from rlframe.envs.envpool import EnvPoolVecEnv
     return EnvPoolVecEnv.from_env_cls(EnvCls, env_kwargs, n_envs)
