@@ -15,7 +15,7 @@ cache, as later runs of a training script would use it). Rounds then alternate b
 medians are reported.
 
     python benchmarks/compile_speedup.py [--rounds 5] [--iterations 5] [--updates 384]
-                                         [--threads 1] [--warm_cache]
+                                         [--threads 1] [--warm_cache] [--only ppo|dqn]
 """
 import argparse
 import os
@@ -64,21 +64,23 @@ def dqn_case(rounds: int, updates: int) -> tuple[dict, float]:
     return rates, built_compiled - built_eager
 
 
-def main(rounds: int, iterations: int, updates: int, threads: int, warm_cache: bool) -> None:
+def main(rounds: int, iterations: int, updates: int, threads: int, warm_cache: bool,
+         only: tuple[str, ...] = ("ppo", "dqn")) -> None:
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     if warm_cache:
-        report(rounds, iterations, updates, threads, "with inductor's cache")
+        report(rounds, iterations, updates, threads, "with inductor's cache", only)
         return
     cache = tempfile.mkdtemp(prefix="rlframe_inductor_")  # Compile from scratch, as a
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache          # first run on a machine does.
     try:
-        report(rounds, iterations, updates, threads, "cold (empty inductor cache)")
+        report(rounds, iterations, updates, threads, "cold (empty inductor cache)", only)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
 
 
-def report(rounds: int, iterations: int, updates: int, threads: int, compile_kind: str) -> None:
+def report(rounds: int, iterations: int, updates: int, threads: int, compile_kind: str,
+           only: tuple[str, ...]) -> None:
     """Time both cases and print the table."""
     try:
         torch.compile(lambda x: x * 2 + 1)(torch.ones(3))
@@ -86,17 +88,27 @@ def report(rounds: int, iterations: int, updates: int, threads: int, compile_kin
         print(f"torch.compile cannot run here ({type(error).__name__}: {error}); "
               "the algorithms' compile=True would raise a RuntimeError saying so.")
         return
-    ppo_rates, ppo_compile = ppo_case(rounds, iterations)
-    dqn_rates, dqn_compile = dqn_case(rounds, updates)
     print(f"torch.compile of the losses (compile=True) against eager, {threads} torch "
           f"thread(s), torch {torch.__version__}, median of {rounds} rounds, compile "
           f"{compile_kind}")
+    if "ppo" in only:
+        report_ppo(*ppo_case(rounds, iterations), iterations)
+    if "dqn" in only:
+        report_dqn(*dqn_case(rounds, updates), updates)
+
+
+def report_ppo(ppo_rates: dict, ppo_compile: float, iterations: int) -> None:
+    """PPO's lines of the table."""
     print(f"  PPO CartPole zoo ({iterations} iterations of 20 updates a round), one-time "
           f"compile {ppo_compile:.1f} s")
     for clock, med in ppo_rates.items():
         print(f"    {clock:4s} eager {1e3 / med['eager']:7.2f} ms/itr   compiled "
               f"{1e3 / med['compiled']:7.2f} ms/itr   speedup "
               f"{med['compiled'] / med['eager']:.2f}")
+
+
+def report_dqn(dqn_rates: dict, dqn_compile: float, updates: int) -> None:
+    """DQN's lines of the table."""
     print(f"  DQN CartPole ({updates} updates a round, replay sampling included), one-time "
           f"compile {dqn_compile:.1f} s")
     for clock, med in dqn_rates.items():
@@ -113,5 +125,8 @@ if __name__ == "__main__":
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--warm_cache", action="store_true",
                         help="let inductor reuse compiled code cached on disk by earlier runs")
+    parser.add_argument("--only", nargs="+", choices=("ppo", "dqn"), default=["ppo", "dqn"],
+                        help="the cases to time")
     args = parser.parse_args()
-    main(args.rounds, args.iterations, args.updates, args.threads, args.warm_cache)
+    main(args.rounds, args.iterations, args.updates, args.threads, args.warm_cache,
+         tuple(args.only))

@@ -27,10 +27,13 @@ CASES = {
                   "--sampling_steps", "128", "--rounds", "1", "--ppo_steps", "2048",
                   "--json", "vs_sb3.json"],
     "pg_updates.py": ["--rounds", "1", "--iterations", "1"],
+    "autotune_check.py": ["--algo", "ppo", "--env_id", "CartPole-v1", "--quick", "--batch_T",
+                          "32", "--seconds", "0.2", "--grid_seconds", "0.2"],
     # The session's inductor cache (conftest): what test_compile compiled is not compiled
-    # again; a cold cache is what a first run on a new machine times.
+    # again; a cold cache is what a first run on a new machine times. The PPO case only:
+    # the DQN case's code is the same, and test_compile compiles DQN's update too.
     "compile_speedup.py": ["--rounds", "1", "--iterations", "1", "--updates", "4",
-                           "--warm_cache"],
+                           "--warm_cache", "--only", "ppo"],
     "async_vs_sync.py": ["--n_steps", "4096", "--rounds", "1", "--heavy_us", "0"],
     "atari_env_throughput.py": ["--steps", "200", "--rounds", "1", "--batch_B", "2",
                                 "--n_itr", "2"],
@@ -53,6 +56,7 @@ RATIO = {  # What each script's table prints next to its figures.
                   r".*ppo rlframe seed 0: .*ppo SB3     seed 0: "
                   r".*rlframe/SB3 median peak RSS: \d+\.\d\d"),
     "pg_updates.py": r"ratio \d\.\d{3}",
+    "autotune_check.py": r"autotune's choice in the grid: [\d,]+ env steps/s = \d\.\d\d of",
     # Where torch.compile cannot run, the script says so instead.
     "compile_speedup.py": r"speedup \d+\.\d\d|torch.compile cannot run here",
     "async_vs_sync.py": r"AsyncRl, sampler lead\s+\d+\s+\d+\s+\d+\.\d\d\s+\d+\.\d\dx",

@@ -22,6 +22,7 @@ COMMANDS = (
     "evaluate",
     "resume",
     "plot",
+    "autotune",
 )
 
 USER_ERROR_STATUS = 2

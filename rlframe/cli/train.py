@@ -30,6 +30,9 @@ each holding keyword arguments of that component, e.g.
   '{{"algo": {{"learning_rate": 3e-4}}, "agent": {{"model_kwargs": {{"hidden_sizes": [32]}}}}}}'
 They replace the defaults key by key; keywords ending in Cls take an import path
 ("torch.optim.RMSprop"). The run directory's params.json holds the full config.
+--config also takes a full config (with "env_id" and "kwargs", as params.json and
+`rlframe autotune` write it): its settings (sampler, n_parallel, batch_B, ...) are
+the defaults, and the options given here override them.
 """
 
 EPILOG = """\
@@ -59,8 +62,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     add("env_id", metavar="ENV_ID", help="gymnasium id or Atari game")
     add("--n-steps", metavar="N", type=_whole_number,
         help="env steps to train for (e.g. 1e6; default: per algorithm and env)")
-    add("--sampler", metavar="NAME", default="serial",
-        help=f"{' | '.join(SAMPLER_NAMES)} (default: serial)")
+    add("--sampler", metavar="NAME",
+        help=f"{' | '.join(SAMPLER_NAMES)} (default: serial, or the --config file's)")
     add("--n-parallel", metavar="K", type=int,
         help="parallel samplers: worker processes, one core each (default: the most cores "
              "that divide --batch-B); serial: cores to pin the run to (default: no pinning)")
@@ -76,6 +79,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="JSON object or JSON file of keyword arguments per section (see above)")
     add("--cuda-idx", metavar="I", type=int, help="GPU for the model and updates "
         "(default: CPU)")
+    add("--torch-threads", dest="torch_threads", metavar="K", type=int,
+        help="torch threads of the training process (default: torch's choice)")
     add("--log-interval-steps", metavar="N", type=_whole_number,
         help="env steps between evaluations and log rows")
     add("--snapshot-mode", default="last", choices=SNAPSHOT_MODES,
@@ -126,14 +131,38 @@ def run(args: argparse.Namespace) -> int:
 
 def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """The config dict of ``build_experiment`` from the parsed command line."""
-    config: dict[str, Any] = dict(algo=args.algo, env_id=args.env_id, sampler=args.sampler)
-    for key in ("n_steps", "n_parallel", "batch_T", "batch_B", "seed", "cuda_idx",
-                "log_interval_steps"):
+    config: dict[str, Any] = dict(algo=args.algo, env_id=args.env_id)
+    if args.config:
+        loaded = load_config_arg(args.config)
+        if is_full_config(loaded):
+            config = _defaults_from(loaded, args)
+        else:
+            config["kwargs"] = loaded
+    if args.sampler is not None:
+        config["sampler"] = args.sampler
+    for key in ("n_steps", "n_parallel", "torch_threads", "batch_T", "batch_B", "seed",
+                "cuda_idx", "log_interval_steps"):
         if getattr(args, key) is not None:
             config[key] = getattr(args, key)
-    if args.config:
-        config["kwargs"] = load_config_arg(args.config)
     return config
+
+
+def is_full_config(value: dict[str, Any]) -> bool:
+    """Whether a ``--config`` object is a whole config (``params.json``, autotune's
+    choice) rather than keyword sections: it names the env or holds ``kwargs``."""
+    return "env_id" in value or "kwargs" in value
+
+
+def _defaults_from(loaded: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """A full config from ``--config`` as the defaults of this run, for ALGO and ENV_ID."""
+    for key, given in (("algo", args.algo), ("env_id", args.env_id)):
+        if key in loaded and loaded[key] != given:
+            raise ValueError(f"--config holds a config for {key}={loaded[key]!r}, but the "
+                             f"command line asks for {given!r}; give the same {key.upper()} "
+                             "or leave it out of the config file.")
+    dropped = ("seed", "log_dir", "run_ID", "name", "snapshot_mode")  # This run's own.
+    return {**{k: v for k, v in loaded.items() if k not in dropped},
+            "algo": args.algo, "env_id": args.env_id}
 
 
 def load_config_arg(text: str) -> dict[str, Any]:

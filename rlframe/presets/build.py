@@ -9,6 +9,7 @@ config, which rebuilds the same stack (what ``params.json`` of a run holds)::
         "env_id": "CartPole-v1",       # gymnasium id, ALE id or Atari game ("pong")
         "sampler": "serial",           # serial | cpu | gpu | alternating
         "n_parallel": null,            # parallel samplers: worker processes
+        "torch_threads": null,         # the master's torch threads (null: torch's choice)
         "cuda_idx": null,              # GPU of the model and updates (null: CPU)
         "n_steps": 150000, "log_interval_steps": 10240,
         "batch_T": 128, "batch_B": 8,  # the sampler's batch: T steps of B envs
@@ -57,8 +58,8 @@ SECTIONS = ("algo", "agent", "sampler", "runner", "env")
 
 RUN_KEYS = ("n_steps", "log_interval_steps", "batch_T", "batch_B")
 LAUNCH_KEYS = ("log_dir", "run_ID", "name", "snapshot_mode")  # Kept, not used here.
-CONFIG_KEYS = ("algo", "env_id", "sampler", "n_parallel", "cuda_idx", "seed", *RUN_KEYS,
-               "kwargs", *LAUNCH_KEYS)
+CONFIG_KEYS = ("algo", "env_id", "sampler", "n_parallel", "torch_threads", "cuda_idx", "seed",
+               *RUN_KEYS, "kwargs", *LAUNCH_KEYS)
 """Top-level keys of a config."""
 
 # Keywords the builder sets itself, with where a user sets them instead.
@@ -68,7 +69,8 @@ _MANAGED = {
                     batch_T="batch_T (--batch-T)", batch_B="batch_B (--batch-B)"),
     "runner": dict(algo="algo", agent="algo", sampler="sampler (--sampler)",
                    n_steps="n_steps (--n-steps)", seed="seed (--seed)",
-                   affinity="n_parallel and cuda_idx (--n-parallel, --cuda-idx)",
+                   affinity="n_parallel, torch_threads and cuda_idx (--n-parallel, "
+                            "--torch-threads, --cuda-idx)",
                    log_interval_steps="log_interval_steps (--log-interval-steps)",
                    callbacks="a Python script (callbacks are objects)"),
     "env": dict(id="env_id", game="env_id"),
@@ -103,6 +105,8 @@ def build_experiment(config: dict[str, Any]) -> tuple[MinibatchRlEval, dict[str,
     full["cuda_idx"] = None if config.get("cuda_idx") is None else as_int(
         "cuda_idx", config["cuda_idx"], minimum=0)
     full["n_parallel"] = _n_parallel(full, config.get("n_parallel"))
+    full["torch_threads"] = None if config.get("torch_threads") is None else positive_int(
+        "torch_threads", config["torch_threads"])
     full["seed"] = make_seed() if config.get("seed") is None else as_int(
         "seed", config["seed"], minimum=0)
     full["kwargs"] = {section: {**settings.get(section, {}), **user_kwargs[section]}
@@ -242,17 +246,24 @@ def _n_parallel(full: dict[str, Any], n_parallel: Any) -> int | None:
 
 
 def _affinity(full: dict[str, Any]) -> dict[str, Any]:
-    """Cores 0..n_parallel-1 (one worker each) and the GPU, as an affinity dict."""
-    n_parallel, cuda_idx = full["n_parallel"], full["cuda_idx"]
+    """Cores 0..n_parallel-1 (one worker each), the master's torch threads and the GPU,
+    as an affinity dict."""
+    affinity = _cores(full)
+    affinity["cuda_idx"] = full["cuda_idx"]
+    if full.get("torch_threads") is not None:
+        affinity["master_torch_threads"] = full["torch_threads"]
+    return affinity
+
+
+def _cores(full: dict[str, Any]) -> dict[str, Any]:
+    n_parallel = full["n_parallel"]
     if n_parallel is None:
-        return dict(cuda_idx=cuda_idx)
+        return {}
     usable = usable_cpus()
     pin = usable is None or set(range(n_parallel)) <= set(usable)  # Else threads only.
-    affinity = make_affinity(n_cpu_core=n_parallel, n_gpu=0, cpu_per_run=n_parallel,
-                             hyperthread_offset=0, alternating=full["sampler"] == "alternating",
-                             set_affinity=pin)
-    affinity["cuda_idx"] = cuda_idx
-    return affinity
+    return make_affinity(n_cpu_core=n_parallel, n_gpu=0, cpu_per_run=n_parallel,
+                         hyperthread_offset=0, alternating=full["sampler"] == "alternating",
+                         set_affinity=pin)
 
 
 # --- Building ---------------------------------------------------------------------------------

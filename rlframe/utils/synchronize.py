@@ -8,7 +8,7 @@ import os
 import queue
 import socket
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 # Kept importable here; they live with the rest of child-process supervision.
 from rlframe.utils.processes import die_with_parent, load_libc  # noqa: F401
@@ -196,19 +196,22 @@ FORKSERVER_PRELOAD = ("torch", "rlframe.samplers.parallel.worker", "rlframe.runn
                       "rlframe.runners.async_rl.children", "rlframe.runners.async_rl.optimizer")
 
 
-def process_context(start_method: str | None) -> BaseContext:
+def process_context(start_method: str | None, preload: Sequence[str] = ()) -> BaseContext:
     """``multiprocessing.get_context(start_method)``, where a forkserver preloads
-    :data:`FORKSERVER_PRELOAD` besides what it preloads already (``__main__``).
+    :data:`FORKSERVER_PRELOAD` and ``preload`` besides what it preloads already
+    (``__main__``).
 
     Args:
         start_method: ``"fork"``, ``"spawn"``, ``"forkserver"`` or None (the default).
+        preload: further modules for a forkserver to import before it forks.
     """
     ctx = mp.get_context(start_method)
     if ctx.get_start_method() == "forkserver":
         from multiprocessing import forkserver
         # The list the next forkserver start uses (multiprocessing offers no getter).
-        preload = list(getattr(forkserver._forkserver, "_preload_modules", ["__main__"]))
-        ctx.set_forkserver_preload(preload + [m for m in FORKSERVER_PRELOAD if m not in preload])
+        modules = list(getattr(forkserver._forkserver, "_preload_modules", ["__main__"]))
+        ctx.set_forkserver_preload(modules + [m for m in (*FORKSERVER_PRELOAD, *preload)
+                                              if m not in modules])
     return ctx
 
 

@@ -1,0 +1,374 @@
+"""Measure the sampler set-ups an algorithm allows on this machine and keep the fastest.
+
+A *candidate* is one way to run the standard experiment of ``build_experiment``:
+the sampler (serial, cpu, gpu, alternating), its worker count, the env backend
+(plain, gymnasium's vector env, EnvPool), ``batch_B`` (off-policy algorithms only,
+where the replay ratio keeps the updates per env step), and the training process's
+torch threads. Each is measured as it trains: sampling and updates together, from
+the second iteration on (the first one warms up), in a process of its own.
+
+The search is successive halving: every candidate gets a short measurement, the
+best third (at least two, and any within 15% of the best, up to half) a longer one,
+and the fastest of those by their longer measurement wins. Its full config, as ``rlframe
+train --config`` takes it, is the result.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import math
+import multiprocessing
+import os
+import tempfile
+import time
+import traceback
+import warnings
+from typing import Any, Callable, Sequence
+
+from rlframe.utils.launching.affinity import usable_cpus
+from rlframe.utils.synchronize import process_context
+
+SAMPLER_CHOICES = ("serial", "cpu", "gpu", "alternating")
+BACKEND_CHOICES = ("plain", "gymnasium", "envpool")
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    """One set-up: the config keys it sets on top of the algorithm's preset."""
+
+    sampler: str
+    n_parallel: int | None
+    env_backend: str
+    batch_B: int
+    torch_threads: int
+
+    @property
+    def label(self) -> str:
+        workers = "" if self.n_parallel is None else f" x{self.n_parallel}"
+        return (f"{self.sampler}{workers}, {self.env_backend}, B={self.batch_B}, "
+                f"{self.torch_threads} thread{'s' if self.torch_threads > 1 else ''}")
+
+    def config(self, base: dict[str, Any]) -> dict[str, Any]:
+        """``base`` (a config of ``build_experiment``) run with this set-up."""
+        kwargs = {section: dict(values) for section, values in (base.get("kwargs") or {}).items()}
+        sampler_kwargs = kwargs.setdefault("sampler", {})
+        if self.env_backend == "plain":
+            sampler_kwargs.pop("env_backend", None)
+        else:
+            sampler_kwargs["env_backend"] = self.env_backend
+        return {**base, "sampler": self.sampler, "n_parallel": self.n_parallel,
+                "batch_B": self.batch_B, "torch_threads": self.torch_threads,
+                "kwargs": kwargs}
+
+
+@dataclasses.dataclass
+class Measurement:
+    """A candidate's measurements (env steps/s, one per round), or why it failed."""
+
+    candidate: Candidate
+    steps_per_second: list[float] = dataclasses.field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def score(self) -> float:
+        """The last (longest) measurement; 0 for a failed candidate."""
+        return self.steps_per_second[-1] if self.steps_per_second and not self.error else 0.
+
+
+@dataclasses.dataclass
+class AutotuneResult:
+    """The measurements, best first, and the best candidate's config."""
+
+    measurements: list[Measurement]
+    best: Candidate
+    config: dict[str, Any]
+
+    def table(self) -> str:
+        """A Markdown table of every candidate: env steps/s per round, best first."""
+        n_rounds = max(len(m.steps_per_second) for m in self.measurements)
+        head = ["set-up"] + [f"round {r + 1} steps/s" for r in range(n_rounds)]
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for m in self.measurements:
+            cells = [f"{v:,.0f}" for v in m.steps_per_second]
+            cells += [""] * (n_rounds - len(cells))
+            if m.error:
+                cells = [f"failed: {m.error}"] + [""] * (n_rounds - 1)
+            mark = " (chosen)" if m.candidate == self.best else ""
+            lines.append("| " + " | ".join([m.candidate.label + mark] + cells) + " |")
+        return "\n".join(lines)
+
+
+def candidates(config: dict[str, Any], samplers: Sequence[str] = SAMPLER_CHOICES,
+               backends: Sequence[str] | None = None, batch_Bs: Sequence[int] | None = None,
+               torch_threads: Sequence[int] | None = None,
+               n_cpu: int | None = None) -> tuple[list[Candidate], list[str]]:
+    """The set-ups to measure for ``config`` (algo and env_id at least) on ``n_cpu`` cores.
+
+    Parallel samplers get every worker count from 2 to ``n_cpu`` that divides
+    ``batch_B`` (the alternating sampler: twice that count of worker groups); on one
+    core, one worker. Backends default to those that can run the env: gymnasium's for
+    gymnasium envs, EnvPool when installed and it has the task. Off-policy algorithms
+    try ``batch_B`` and twice it; on-policy ones keep the config's (it sets the batch
+    their updates learn from). Torch threads: 1 and ``n_cpu``.
+
+    Returns:
+        ``(candidates, notes)``: notes say what was left out and why.
+    """
+    from rlframe.algos.off_policy import OffPolicyAlgorithm
+    from rlframe.presets.algos import ALGOS
+    from rlframe.presets.build import build_experiment
+    for name in samplers:
+        if name not in SAMPLER_CHOICES:
+            raise ValueError(f"autotune: unknown sampler {name!r}; samplers: "
+                             f"{', '.join(SAMPLER_CHOICES)}.")
+    n_cpu = n_cpu or len(usable_cpus() or []) or os.cpu_count() or 1
+    _, full = build_experiment({**config, "n_parallel": None, "sampler": "serial"})
+    notes: list[str] = []
+    if backends is None:
+        backends, notes = _runnable_backends(full)
+    for name in backends:
+        if name not in BACKEND_CHOICES:
+            raise ValueError(f"autotune: unknown env backend {name!r}; backends: "
+                             f"{', '.join(BACKEND_CHOICES)}.")
+    B = full["batch_B"]
+    if batch_Bs is None:
+        off_policy = issubclass(ALGOS[full["algo"]].AlgoCls, OffPolicyAlgorithm)
+        batch_Bs = (B, 2 * B) if off_policy else (B,)
+    threads = sorted(set(torch_threads or (1, n_cpu)))
+    out = []
+    for b in batch_Bs:
+        for sampler in samplers:
+            per_worker = 2 if sampler == "alternating" else 1
+            if sampler == "serial":
+                counts: list[int | None] = [None]
+            else:
+                counts = [k for k in range(min(2, n_cpu), n_cpu + 1) if b % (k * per_worker) == 0]
+                if not counts:
+                    notes.append(f"{sampler} sampler with B={b}: no worker count from "
+                                 f"{min(2, n_cpu)} to {n_cpu} divides B into "
+                                 f"{'pairs of ' if per_worker == 2 else ''}equal groups")
+            for k in counts:
+                for backend in backends:
+                    candidate = Candidate(sampler, k, backend, b, threads[0])
+                    try:  # The config checks (e.g. a collector a backend cannot hold).
+                        build_experiment(candidate.config(config))
+                    except ValueError as error:
+                        notes.append(f"{candidate.label.rsplit(',', 1)[0]}: "
+                                     f"{' '.join(str(error).split())}")
+                        continue
+                    out.extend(dataclasses.replace(candidate, torch_threads=t) for t in threads)
+    return out, notes
+
+
+def select(cands: Sequence[Candidate], measure: Callable[[Candidate, float], float],
+           seconds: Sequence[float] = (3., 8.), keep: float = 1 / 3,
+           margin: float = 0.15) -> list[Measurement]:
+    """Successive halving: measure all, then the best ``keep`` share again, longer.
+
+    Args:
+        cands: the candidates.
+        measure: ``(candidate, seconds) -> env steps/s``; an exception marks the
+            candidate failed (its message is kept) and drops it.
+        seconds: the measuring time of each round.
+        keep: share of the candidates measured in the next round (at least two), and
+            any within ``margin`` of the round's best up to half of them.
+        margin: relative distance to the best that stays in the running.
+
+    Returns:
+        Measurements, best first: the finalists by their last measurement, then the
+        others by theirs, failed ones last.
+    """
+    results = [Measurement(c) for c in cands]
+    alive = list(results)
+    for r, duration in enumerate(seconds):
+        for m in alive:
+            try:
+                m.steps_per_second.append(float(measure(m.candidate, duration)))
+            except Exception as error:  # A set-up that cannot run here.
+                m.error = " ".join(str(error).split()) or type(error).__name__
+        alive = sorted((m for m in alive if not m.error), key=lambda m: -m.score)
+        if not alive:
+            errors = sorted({m.error for m in results if m.error})
+            raise RuntimeError(f"autotune: every set-up failed ({len(results)}), with "
+                               f"{'this error' if len(errors) == 1 else 'these errors'}: "
+                               + "; ".join(errors))
+        if r + 1 < len(seconds):
+            n_keep, n_most = max(2, math.ceil(keep * len(alive))), max(2, math.ceil(len(alive) / 2))
+            best = alive[0].score
+            alive = [m for i, m in enumerate(alive)
+                     if i < n_keep or (i < n_most and m.score >= (1 - margin) * best)]
+    finalists = {id(m) for m in alive}
+    rank = {id(m): i for i, m in enumerate(alive)}
+    return sorted(results, key=lambda m: (m.error is not None, id(m) not in finalists,
+                                          rank.get(id(m), 0), -m.score))
+
+
+def autotune(algo: str, env_id: str, config: dict[str, Any] | None = None,
+             seconds: Sequence[float] = (3., 8.), samplers: Sequence[str] = SAMPLER_CHOICES,
+             backends: Sequence[str] | None = None, batch_Bs: Sequence[int] | None = None,
+             torch_threads: Sequence[int] | None = None,
+             progress: Callable[[str], None] | None = None) -> AutotuneResult:
+    """Measure the set-ups ``algo`` allows on ``env_id`` here and return the fastest.
+
+    Args:
+        algo, env_id: as for ``rlframe train``.
+        config: further config keys of ``build_experiment`` (``kwargs``, ``batch_T``,
+            ``cuda_idx``, ...), kept in every candidate.
+        seconds: measuring time per candidate in each round (see :func:`select`).
+        samplers, backends, batch_Bs, torch_threads: the choices to try (see
+            :func:`candidates`).
+        progress: called with a line per measurement (e.g. ``print``).
+
+    Returns:
+        The measurements and the best candidate's full config (no seed), which
+        ``build_experiment`` and ``rlframe train --config`` take.
+    """
+    from rlframe.presets.build import build_experiment
+    base = {**(config or {}), "algo": algo, "env_id": env_id}
+    cands, notes = candidates(base, samplers, backends, batch_Bs, torch_threads)
+    say = progress or (lambda line: None)
+    for note in notes:
+        say(f"left out: {note}")
+    say(f"{len(cands)} set-ups, {len(seconds)} rounds of {', '.join(f'{s:g}' for s in seconds)} s")
+
+    def measure(candidate: Candidate, duration: float) -> float:
+        value = measure_in_process(candidate.config(base), duration)
+        say(f"  {candidate.label}: {value:,.0f} env steps/s ({duration:g} s)")
+        return value
+
+    measurements = select(cands, measure, seconds)
+    best = measurements[0].candidate
+    _, full = build_experiment(best.config(base))
+    full.pop("seed", None)
+    return AutotuneResult(measurements, best, full)
+
+
+def measure_in_process(config: dict[str, Any], seconds: float,
+                       timeout: float | None = None) -> float:
+    """Env steps/s of ``config`` training for ``seconds`` after one warm-up iteration,
+    in a child process (its pinning, threads and workers stay there).
+
+    Raises:
+        RuntimeError: the set-up failed (the child's error), or it ran past ``timeout``
+            (default: ``seconds`` + 120 s for start-up and the first iteration).
+    """
+    # Not a fork: threads of the parent (EnvPool's, torch's) may hold locks a forked
+    # child would wait on forever. A forkserver forks children from a process with
+    # torch and rlframe imported (and torch._dynamo, which the first optimizer imports).
+    methods = multiprocessing.get_all_start_methods()
+    context = process_context("forkserver" if "forkserver" in methods else "spawn",
+                              preload=("rlframe.presets.autotune", "rlframe.presets.build",
+                                       "torch._dynamo"))
+    receiver, sender = context.Pipe(duplex=False)
+    child = context.Process(target=_measure_child, args=(config, seconds, sender),
+                            name="rlframe-autotune", daemon=False)
+    child.start()
+    sender.close()
+    try:
+        if not receiver.poll(seconds + 120. if timeout is None else timeout):
+            raise RuntimeError(f"no result within {seconds + 120. if timeout is None else timeout:g} s")
+        ok, value = receiver.recv()
+    except EOFError:
+        ok, value = False, f"the measuring process died (exit code {child.exitcode})"
+    finally:
+        child.join(10)
+        if child.is_alive():
+            child.terminate()
+            child.join(5)
+        if child.is_alive():
+            child.kill()
+            child.join()
+        receiver.close()
+    if not ok:
+        raise RuntimeError(value)
+    return value
+
+
+def measure_config(config: dict[str, Any], seconds: float, warmup_itrs: int = 1) -> float:
+    """Env steps/s of ``config``'s training iterations (sampling and updates), timed
+    for at least ``seconds`` and one iteration after ``warmup_itrs`` iterations.
+
+    Off-policy algorithms learn from the warm-up's samples on (``min_steps_learn`` is
+    set to them), so that the updates are timed too; no evaluation runs.
+    """
+    from rlframe.presets.build import build_experiment
+    from rlframe.utils.logging.context import logger_context
+    config = _measuring_config(config, warmup_itrs)
+    runner, full = build_experiment(config)
+    with tempfile.TemporaryDirectory(prefix="rlframe-autotune-") as tmp, \
+            logger_context(tmp, 0, "autotune", full, override_prefix=True):
+        runner.bind_logger()
+        runner.startup()
+        try:
+            for itr in range(warmup_itrs):
+                _iteration(runner, itr)
+            start, itr = time.perf_counter(), warmup_itrs
+            while True:
+                _iteration(runner, itr)
+                itr += 1
+                elapsed = time.perf_counter() - start
+                if elapsed >= seconds:
+                    break
+        finally:
+            runner.shutdown()
+    return (itr - warmup_itrs) * runner.itr_batch_size / elapsed
+
+
+def _iteration(runner: Any, itr: int) -> None:
+    runner.agent.sample_mode(itr)
+    samples, _ = runner.sampler.obtain_samples(itr)
+    runner.agent.train_mode(itr)
+    runner.algo.optimize_agent(itr, samples)
+
+
+def _measuring_config(config: dict[str, Any], warmup_itrs: int) -> dict[str, Any]:
+    """``config`` with one evaluation env, learning from the warm-up's samples on."""
+    from rlframe.algos.off_policy import OffPolicyAlgorithm
+    from rlframe.presets.algos import ALGOS
+    from rlframe.presets.build import build_experiment
+    _, full = build_experiment(config)
+    kwargs = {section: dict(values) for section, values in full["kwargs"].items()}
+    kwargs["sampler"]["eval_n_envs"] = 1  # Built, never run (no log point is reached).
+    if issubclass(ALGOS[full["algo"]].AlgoCls, OffPolicyAlgorithm):
+        steps = full["batch_T"] * full["batch_B"] * warmup_itrs
+        batch = kwargs["algo"].get("batch_size", 32)
+        kwargs["algo"]["min_steps_learn"] = max(steps, batch)
+    return {**full, "kwargs": kwargs}
+
+
+def _measure_child(config: dict[str, Any], seconds: float, sender: Any) -> None:
+    """Child process: measure quietly and send ``(True, steps/s)`` or ``(False, error)``."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for fd in (1, 2):  # The run's log lines and warnings, its workers' included.
+        os.dup2(devnull, fd)
+    warnings.simplefilter("ignore")
+    try:
+        result: tuple[bool, Any] = (True, measure_config(config, seconds))
+    except Exception as error:  # Reported to the parent, which keeps measuring.
+        last = traceback.extract_tb(error.__traceback__)[-1:]
+        where = f" ({last[0].filename}:{last[0].lineno})" if last else ""
+        result = (False, f"{type(error).__name__}: {error}{where}")
+    sender.send(result)
+    sender.close()
+
+
+def _runnable_backends(full: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """Backends that can step ``full``'s env, and notes on those that cannot."""
+    from rlframe.presets.envs import resolve_env
+    target = resolve_env(full["env_id"], full["kwargs"].get("env", {}))
+    backends, notes = ["plain"], []
+    if target.profile == "atari":
+        notes.append("gymnasium backend: Atari runs on AtariEnv, not a gymnasium env")
+    else:
+        backends.append("gymnasium")
+    if importlib.util.find_spec("envpool") is None:
+        notes.append('envpool backend: EnvPool is not installed (pip install -e ".[envpool]")')
+        return backends, notes
+    from rlframe.envs.vector import make_vec_env
+    try:
+        make_vec_env("envpool", target.EnvCls, target.env_kwargs, 1).close()
+    except (ValueError, ImportError) as error:
+        notes.append(f"envpool backend: {' '.join(str(error).split())}")
+    else:
+        backends.append("envpool")
+    return backends, notes
