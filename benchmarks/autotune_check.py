@@ -5,8 +5,8 @@ halving) and its wall time is printed. Then every candidate is measured for the
 final round's time (the exhaustive grid), and the figure printed is the chosen
 set-up's grid speed as a fraction of the grid's best (the target: >= 0.90).
 
-    python benchmarks/autotune_check.py [--algo ppo] [--env_id pong] [--seconds 3 8]
-        [--grid_seconds 8] [--quick]
+    python benchmarks/autotune_check.py [--algo ppo] [--env_id pong] [--seconds 1 5]
+        [--grid_seconds 6] [--quick]
 """
 import argparse
 import time
@@ -19,8 +19,8 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--algo", default="ppo")
     parser.add_argument("--env_id", default="pong")
-    parser.add_argument("--seconds", type=float, nargs="+", default=[3., 8.])
-    parser.add_argument("--grid_seconds", type=float, default=8.)
+    parser.add_argument("--seconds", type=float, nargs="+", default=[1., 5.])
+    parser.add_argument("--grid_seconds", type=float, default=6.)
     parser.add_argument("--batch_T", type=int, help="the preset's when not given")
     parser.add_argument("--quick", action="store_true",
                         help="serial and cpu samplers, plain backend, 1 thread (a smoke run)")
@@ -41,9 +41,10 @@ def main() -> None:
     cands, _ = candidates(base, **choices)
     grid = {}
     print(f"\nExhaustive grid: {len(cands)} set-ups, {args.grid_seconds:g} s each")
-    for c in cands:
+    for c in cands:  # One process per candidate: each its own start-up and warm-up.
         try:
-            grid[c] = measure_in_process(c.config(base), args.grid_seconds)
+            grid[c] = measure_in_process(c.config(base), args.grid_seconds,
+                                         [c.torch_threads])[0]
         except RuntimeError as error:
             print(f"  {c.label}: failed: {error}")
             continue

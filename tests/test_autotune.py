@@ -32,31 +32,37 @@ def test_the_choice_is_within_ten_percent_of_the_exhaustive_grids_best(noise):
         cands, speeds = synthetic_grid(rng, rng.choice([8, 16, 28, 48]))
         calls = []
 
-        def measure(c, seconds):
+        def measure_one(c, seconds):
             calls.append(seconds)
             # Longer measurements are less noisy.
-            return speeds[c] * (1 + rng.uniform(-noise, noise) * (3 / seconds) ** 0.5)
+            return speeds[c] * (1 + rng.uniform(-noise, noise) * (2.5 / seconds) ** 0.5)
 
-        chosen = select(cands, measure, seconds=(3, 8))[0].candidate
+        chosen = select(cands, lambda group, s: [measure_one(c, s) for c in group],
+                        seconds=(2.5, 6))[0].candidate
         assert len(calls) < 2 * len(cands)
-        exhaustive_best = max(cands, key=lambda c: measure(c, 8))
+        exhaustive_best = max(cands, key=lambda c: measure_one(c, 6))
         assert speeds[chosen] >= 0.9 * speeds[exhaustive_best]
 
 
 def test_failed_set_ups_are_reported_and_ranked_last():
     cands = [Candidate("serial", None, "plain", 8, t) for t in (1, 2, 3)]
 
-    def measure(c, seconds):
-        if c.torch_threads == 2:
+    cands[1] = Candidate("cpu", 2, "plain", 8, 2)
+    groups = []
+
+    def measure(group, seconds):
+        groups.append([c.torch_threads for c in group])
+        if group[0].sampler == "cpu":
             raise ValueError("cannot\n  run here")
-        return 100. * c.torch_threads
+        return [100. * c.torch_threads for c in group]
 
     ranked = select(cands, measure, seconds=(1, 2))
+    assert groups == [[1, 3], [2], [3, 1]]  # One call per set-up; round 2: best first.
     assert [m.candidate.torch_threads for m in ranked] == [3, 1, 2]
     assert ranked[-1].error == "cannot run here" and ranked[-1].score == 0
     assert ranked[0].steps_per_second == [300., 300.]
 
-    def failing(c, seconds):
+    def failing(group, seconds):
         raise RuntimeError("no envs")
 
     with pytest.raises(RuntimeError, match=r"every set-up failed \(3\), with this error: no envs$"):
@@ -103,8 +109,9 @@ def test_a_candidates_config_builds_that_set_up():
 
 
 def test_measuring_trains_in_a_child_and_reports_its_error():
-    speed = measure_in_process(dict(algo="ppo", env_id="CartPole-v1", batch_T=32), 0.2)
-    assert speed > 100
+    speeds = measure_in_process(dict(algo="ppo", env_id="CartPole-v1", batch_T=32), 0.2,
+                                [1, 2])
+    assert len(speeds) == 2 and min(speeds) > 100
     bad = dict(algo="ppo", env_id="CartPole-v1", kwargs=dict(algo=dict(learning_rte=1e-3)))
     with pytest.raises(RuntimeError, match=r"ValueError: .*'learning_rte'"):
         measure_in_process(bad, 0.2)
@@ -174,3 +181,36 @@ def test_train_takes_a_full_config_with_its_options_on_top(tmp_path):
     with pytest.raises(ValueError, match=r"config for algo='ppo', but the command line asks "
                                          r"for 'dqn'"):
         config_from_args(args)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["ctrl_c", "killed"])
+def test_stopping_autotune_leaves_no_process(tmp_path, how):
+    """Ctrl-C stops the measuring process and its sampler workers; a killed autotune's
+    forkserver ends, and the measuring process (and its workers) with it."""
+    import signal
+    import time
+
+    import psutil
+    cmd = [sys.executable, "-m", "rlframe", "autotune", "ppo", "CartPole-v1", "--samplers",
+           "cpu", "--backends", "plain", "--torch-threads", "1", "--seconds", "60"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    parent = psutil.Process(proc.pid)
+    deadline = time.monotonic() + 120
+    workers = []
+    while time.monotonic() < deadline and len(workers) < 2:  # The sampler's workers.
+        time.sleep(0.2)
+        seen = parent.children(recursive=True)
+        workers = [p for p in seen if p.ppid() not in (proc.pid, 1) and
+                   p.ppid() in {q.pid for q in seen} and p.children() == [] and
+                   psutil.Process(p.ppid()).ppid() != proc.pid]
+    seen = parent.children(recursive=True)
+    assert len(workers) >= 2, seen  # Forkserver -> measuring child -> 2 workers.
+    if how == "ctrl_c":
+        proc.send_signal(signal.SIGINT)
+    else:
+        proc.kill()
+    proc.communicate(timeout=60)
+    gone, alive = psutil.wait_procs(seen, timeout=30)
+    assert not alive, [(p.pid, p.cmdline()) for p in alive]

@@ -48,8 +48,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     add("env_id", metavar="ENV_ID", help="gymnasium id or Atari game")
     add("-o", "--output", metavar="FILE",
         help="where to write the chosen config (default: autotune_<ALGO>_<ENV_ID>.json)")
-    add("--seconds", metavar="S", type=float, nargs="+", default=[3., 8.],
-        help="measuring time per set-up in each round (default: 3 8)")
+    add("--seconds", metavar="S", type=float, nargs="+", default=[1., 5.],
+        help="measuring time per set-up in each round, at least one iteration (default: 1 5)")
     add("--samplers", metavar="NAME", nargs="+", default=list(SAMPLER_NAMES),
         help=f"samplers to try (default: {' '.join(SAMPLER_NAMES)})")
     add("--backends", metavar="NAME", nargs="+",

@@ -19,14 +19,20 @@ import importlib.util
 import math
 import multiprocessing
 import os
+import signal
 import tempfile
+import threading
 import time
 import traceback
 import warnings
 from typing import Any, Callable, Sequence
 
 from rlframe.utils.launching.affinity import usable_cpus
+from rlframe.utils.processes import master_alive, start_child, stop_in_order
 from rlframe.utils.synchronize import process_context
+
+MeasureFn = Callable[[list["Candidate"], float], Sequence[float]]
+"""``(candidates of one set-up, seconds) -> env steps/s of each``."""
 
 SAMPLER_CHOICES = ("serial", "cpu", "gpu", "alternating")
 BACKEND_CHOICES = ("plain", "gymnasium", "envpool")
@@ -47,6 +53,11 @@ class Candidate:
         workers = "" if self.n_parallel is None else f" x{self.n_parallel}"
         return (f"{self.sampler}{workers}, {self.env_backend}, B={self.batch_B}, "
                 f"{self.torch_threads} thread{'s' if self.torch_threads > 1 else ''}")
+
+    @property
+    def setup(self) -> tuple[str, int | None, str, int]:
+        """What one measuring process runs: all but the torch threads."""
+        return self.sampler, self.n_parallel, self.env_backend, self.batch_B
 
     def config(self, base: dict[str, Any]) -> dict[str, Any]:
         """``base`` (a config of ``build_experiment``) run with this set-up."""
@@ -160,16 +171,18 @@ def candidates(config: dict[str, Any], samplers: Sequence[str] = SAMPLER_CHOICES
     return out, notes
 
 
-def select(cands: Sequence[Candidate], measure: Callable[[Candidate, float], float],
-           seconds: Sequence[float] = (3., 8.), keep: float = 1 / 3,
-           margin: float = 0.15) -> list[Measurement]:
+def select(cands: Sequence[Candidate], measure: MeasureFn, seconds: Sequence[float] = (1., 5.),
+           keep: float = 1 / 3, margin: float = 0.15) -> list[Measurement]:
     """Successive halving: measure all, then the best ``keep`` share again, longer.
+
+    Candidates that differ only in torch threads form one set-up, measured by one
+    ``measure`` call (one start-up and warm-up for all its thread counts).
 
     Args:
         cands: the candidates.
-        measure: ``(candidate, seconds) -> env steps/s``; an exception marks the
-            candidate failed (its message is kept) and drops it.
-        seconds: the measuring time of each round.
+        measure: ``(candidates of one set-up, seconds) -> env steps/s of each``; an
+            exception marks them failed (its message is kept) and drops them.
+        seconds: the measuring time of each candidate in each round.
         keep: share of the candidates measured in the next round (at least two), and
             any within ``margin`` of the round's best up to half of them.
         margin: relative distance to the best that stays in the running.
@@ -181,11 +194,15 @@ def select(cands: Sequence[Candidate], measure: Callable[[Candidate, float], flo
     results = [Measurement(c) for c in cands]
     alive = list(results)
     for r, duration in enumerate(seconds):
-        for m in alive:
+        for group in _setups(alive):
             try:
-                m.steps_per_second.append(float(measure(m.candidate, duration)))
+                speeds = measure([m.candidate for m in group], duration)
             except Exception as error:  # A set-up that cannot run here.
-                m.error = " ".join(str(error).split()) or type(error).__name__
+                for m in group:
+                    m.error = " ".join(str(error).split()) or type(error).__name__
+                continue
+            for m, speed in zip(group, speeds):
+                m.steps_per_second.append(float(speed))
         alive = sorted((m for m in alive if not m.error), key=lambda m: -m.score)
         if not alive:
             errors = sorted({m.error for m in results if m.error})
@@ -204,7 +221,7 @@ def select(cands: Sequence[Candidate], measure: Callable[[Candidate, float], flo
 
 
 def autotune(algo: str, env_id: str, config: dict[str, Any] | None = None,
-             seconds: Sequence[float] = (3., 8.), samplers: Sequence[str] = SAMPLER_CHOICES,
+             seconds: Sequence[float] = (1., 5.), samplers: Sequence[str] = SAMPLER_CHOICES,
              backends: Sequence[str] | None = None, batch_Bs: Sequence[int] | None = None,
              torch_threads: Sequence[int] | None = None,
              progress: Callable[[str], None] | None = None) -> AutotuneResult:
@@ -231,10 +248,14 @@ def autotune(algo: str, env_id: str, config: dict[str, Any] | None = None,
         say(f"left out: {note}")
     say(f"{len(cands)} set-ups, {len(seconds)} rounds of {', '.join(f'{s:g}' for s in seconds)} s")
 
-    def measure(candidate: Candidate, duration: float) -> float:
-        value = measure_in_process(candidate.config(base), duration)
-        say(f"  {candidate.label}: {value:,.0f} env steps/s ({duration:g} s)")
-        return value
+    def measure(group: list[Candidate], duration: float) -> list[float]:
+        start = time.perf_counter()
+        speeds = measure_in_process(group[0].config(base), duration,
+                                    [c.torch_threads for c in group])
+        for c, speed in zip(group, speeds):
+            say(f"  {c.label}: {speed:,.0f} env steps/s ({duration:g} s)")
+        say(f"    ({time.perf_counter() - start:.1f} s with start-up and warm-up)")
+        return speeds
 
     measurements = select(cands, measure, seconds)
     best = measurements[0].candidate
@@ -244,14 +265,16 @@ def autotune(algo: str, env_id: str, config: dict[str, Any] | None = None,
 
 
 def measure_in_process(config: dict[str, Any], seconds: float,
-                       timeout: float | None = None) -> float:
-    """Env steps/s of ``config`` training for ``seconds`` after one warm-up iteration,
-    in a child process (its pinning, threads and workers stay there).
+                       torch_threads: Sequence[int | None] = (None,),
+                       timeout: float | None = None) -> list[float]:
+    """:func:`measure_config` in a child process (its pinning, threads and workers stay
+    there); on Linux the child ends with this process.
 
     Raises:
         RuntimeError: the set-up failed (the child's error), or it ran past ``timeout``
-            (default: ``seconds`` + 120 s for start-up and the first iteration).
+            (default: 120 s for start-up and warm-up, plus ``seconds`` per thread count).
     """
+    timeout = 120. + seconds * len(torch_threads) if timeout is None else timeout
     # Not a fork: threads of the parent (EnvPool's, torch's) may hold locks a forked
     # child would wait on forever. A forkserver forks children from a process with
     # torch and rlframe imported (and torch._dynamo, which the first optimizer imports).
@@ -260,41 +283,44 @@ def measure_in_process(config: dict[str, Any], seconds: float,
                               preload=("rlframe.presets.autotune", "rlframe.presets.build",
                                        "torch._dynamo"))
     receiver, sender = context.Pipe(duplex=False)
-    child = context.Process(target=_measure_child, args=(config, seconds, sender),
-                            name="rlframe-autotune", daemon=False)
+    child = context.Process(target=_measure_child, name="rlframe-autotune", daemon=False,
+                            args=(config, seconds, list(torch_threads), sender, os.getpid()))
     child.start()
     sender.close()
     try:
-        if not receiver.poll(seconds + 120. if timeout is None else timeout):
-            raise RuntimeError(f"no result within {seconds + 120. if timeout is None else timeout:g} s")
+        if not receiver.poll(timeout):
+            raise RuntimeError(f"no result within {timeout:g} s")
         ok, value = receiver.recv()
     except EOFError:
         ok, value = False, f"the measuring process died (exit code {child.exitcode})"
+    except BaseException:  # Ctrl-C, or no result in time: stop the child now.
+        stop_in_order([child], join_s=0., terminate_s=10.)
+        raise
     finally:
-        child.join(10)
-        if child.is_alive():
-            child.terminate()
-            child.join(5)
-        if child.is_alive():
-            child.kill()
-            child.join()
+        stop_in_order([child], join_s=10., terminate_s=10.)  # It has sent its result.
         receiver.close()
     if not ok:
         raise RuntimeError(value)
     return value
 
 
-def measure_config(config: dict[str, Any], seconds: float, warmup_itrs: int = 1) -> float:
-    """Env steps/s of ``config``'s training iterations (sampling and updates), timed
-    for at least ``seconds`` and one iteration after ``warmup_itrs`` iterations.
+def measure_config(config: dict[str, Any], seconds: float,
+                   torch_threads: Sequence[int | None] = (None,),
+                   warmup_itrs: int = 1) -> list[float]:
+    """Env steps/s of ``config``'s training iterations (sampling and updates) with each
+    of ``torch_threads`` (None: the config's), each timed for at least ``seconds`` and one
+    iteration, after ``warmup_itrs`` iterations.
 
     Off-policy algorithms learn from the warm-up's samples on (``min_steps_learn`` is
-    set to them), so that the updates are timed too; no evaluation runs.
+    set to them), so that the updates are timed too; envs start undecorrelated and no
+    evaluation runs.
     """
     from rlframe.presets.build import build_experiment
+    from rlframe.utils.launching.pinning import set_torch_threads
     from rlframe.utils.logging.context import logger_context
     config = _measuring_config(config, warmup_itrs)
     runner, full = build_experiment(config)
+    speeds = []
     with tempfile.TemporaryDirectory(prefix="rlframe-autotune-") as tmp, \
             logger_context(tmp, 0, "autotune", full, override_prefix=True):
         runner.bind_logger()
@@ -302,16 +328,21 @@ def measure_config(config: dict[str, Any], seconds: float, warmup_itrs: int = 1)
         try:
             for itr in range(warmup_itrs):
                 _iteration(runner, itr)
-            start, itr = time.perf_counter(), warmup_itrs
-            while True:
-                _iteration(runner, itr)
-                itr += 1
-                elapsed = time.perf_counter() - start
-                if elapsed >= seconds:
-                    break
+            itr = warmup_itrs
+            for n_threads in torch_threads:
+                if n_threads is not None:
+                    set_torch_threads(n_threads)
+                start, first = time.perf_counter(), itr
+                while True:
+                    _iteration(runner, itr)
+                    itr += 1
+                    elapsed = time.perf_counter() - start
+                    if elapsed >= seconds:
+                        break
+                speeds.append((itr - first) * runner.itr_batch_size / elapsed)
         finally:
             runner.shutdown()
-    return (itr - warmup_itrs) * runner.itr_batch_size / elapsed
+    return speeds
 
 
 def _iteration(runner: Any, itr: int) -> None:
@@ -328,7 +359,8 @@ def _measuring_config(config: dict[str, Any], warmup_itrs: int) -> dict[str, Any
     from rlframe.presets.build import build_experiment
     _, full = build_experiment(config)
     kwargs = {section: dict(values) for section, values in full["kwargs"].items()}
-    kwargs["sampler"]["eval_n_envs"] = 1  # Built, never run (no log point is reached).
+    kwargs["sampler"].update(eval_n_envs=1,  # Built, never run (no log point is reached).
+                             max_decorrelation_steps=0)
     if issubclass(ALGOS[full["algo"]].AlgoCls, OffPolicyAlgorithm):
         steps = full["batch_T"] * full["batch_B"] * warmup_itrs
         batch = kwargs["algo"].get("batch_size", 32)
@@ -336,14 +368,22 @@ def _measuring_config(config: dict[str, Any], warmup_itrs: int) -> dict[str, Any
     return {**full, "kwargs": kwargs}
 
 
-def _measure_child(config: dict[str, Any], seconds: float, sender: Any) -> None:
-    """Child process: measure quietly and send ``(True, steps/s)`` or ``(False, error)``."""
+def _measure_child(config: dict[str, Any], seconds: float, torch_threads: list[int | None],
+                   sender: Any, master_pid: int) -> None:
+    """Child process: measure quietly and send ``(True, [steps/s])`` or ``(False, error)``.
+
+    Ctrl-C is the master's to handle (it stops this process). Should the master die,
+    this process sends itself SIGTERM, on which the runner shuts the workers down: its
+    parent is the forkserver, which may outlive the master.
+    """
+    start_child()
+    _watch_master(master_pid)
     devnull = os.open(os.devnull, os.O_WRONLY)
     for fd in (1, 2):  # The run's log lines and warnings, its workers' included.
         os.dup2(devnull, fd)
     warnings.simplefilter("ignore")
     try:
-        result: tuple[bool, Any] = (True, measure_config(config, seconds))
+        result: tuple[bool, Any] = (True, measure_config(config, seconds, torch_threads))
     except Exception as error:  # Reported to the parent, which keeps measuring.
         last = traceback.extract_tb(error.__traceback__)[-1:]
         where = f" ({last[0].filename}:{last[0].lineno})" if last else ""
@@ -372,3 +412,20 @@ def _runnable_backends(full: dict[str, Any]) -> tuple[list[str], list[str]]:
     else:
         backends.append("envpool")
     return backends, notes
+
+
+def _setups(measurements: list[Measurement]) -> list[list[Measurement]]:
+    """``measurements`` grouped by set-up (all but torch threads), in first-seen order."""
+    groups: dict[tuple, list[Measurement]] = {}
+    for m in measurements:
+        groups.setdefault(m.candidate.setup, []).append(m)
+    return list(groups.values())
+
+
+def _watch_master(pid: int, interval_s: float = 0.5) -> None:
+    """A daemon thread that sends this process SIGTERM once process ``pid`` has ended."""
+    def watch() -> None:
+        while master_alive(pid):
+            time.sleep(interval_s)
+        os.kill(os.getpid(), signal.SIGTERM)
+    threading.Thread(target=watch, name="rlframe-autotune-master-watch", daemon=True).start()
