@@ -16,7 +16,7 @@ rlframe's standard stack (those of `rlframe train`): the sampler (serial, cpu, g
 alternating) and its worker count, the env backend (plain, gymnasium's vector env,
 EnvPool where installed), batch_B for off-policy algorithms, and the torch threads of
 the training process. Each set-up trains (sampling and updates) in a process of its
-own; all get a short measurement, the best third a longer one. The table of env
+own; all get a short measurement, the best quarter a longer one. The table of env
 steps/s is printed, and the fastest set-up is written as a config that
 `rlframe train ALGO ENV_ID --config FILE` takes.
 """

@@ -8,7 +8,7 @@ torch threads. Each is measured as it trains: sampling and updates together, fro
 the second iteration on (the first one warms up), in a process of its own.
 
 The search is successive halving: every candidate gets a short measurement, the
-best third (at least two, and any within 15% of the best, up to half) a longer one,
+best quarter (at least two, and any within 15% of the best, up to half) a longer one,
 and the fastest of those by their longer measurement wins. Its full config, as ``rlframe
 train --config`` takes it, is the result.
 """
@@ -172,7 +172,7 @@ def candidates(config: dict[str, Any], samplers: Sequence[str] = SAMPLER_CHOICES
 
 
 def select(cands: Sequence[Candidate], measure: MeasureFn, seconds: Sequence[float] = (1., 5.),
-           keep: float = 1 / 3, margin: float = 0.15) -> list[Measurement]:
+           keep: float = 1 / 4, margin: float = 0.15) -> list[Measurement]:
     """Successive halving: measure all, then the best ``keep`` share again, longer.
 
     Candidates that differ only in torch threads form one set-up, measured by one
