@@ -108,6 +108,7 @@ def test_a_candidates_config_builds_that_set_up():
     assert build_experiment(gym)[0].sampler.env_backend == "gymnasium"
 
 
+@pytest.mark.slow
 def test_measuring_trains_in_a_child_and_reports_its_error():
     speeds = measure_in_process(dict(algo="ppo", env_id="CartPole-v1", batch_T=32), 0.2,
                                 [1, 2])
@@ -132,10 +133,10 @@ def test_rlframe_autotune_writes_a_config_rlframe_train_takes(tmp_path):
     out = tmp_path / "fast.json"
     cmd = [sys.executable, "-m", "rlframe", "autotune", "ppo", "CartPole-v1", "--samplers",
            "serial", "cpu", "--backends", "plain", "--torch-threads", "1", "--batch-T", "32",
-           "--seconds", "0.3", "0.6", "-o", str(out)]
+           "--seconds", "0.3", "-o", str(out)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert "| set-up | round 1 steps/s | round 2 steps/s |" in done.stdout
+    assert "| set-up | round 1 steps/s |" in done.stdout
     assert "(chosen)" in done.stdout and "rlframe train ppo CartPole-v1 --config" in done.stdout
     chosen = json.loads(out.read_text())
     assert chosen["sampler"] in ("serial", "cpu") and chosen["batch_T"] == 32
@@ -186,16 +187,18 @@ def test_train_takes_a_full_config_with_its_options_on_top(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["ctrl_c", "killed"])
 def test_stopping_autotune_leaves_no_process(tmp_path, how):
-    """Ctrl-C stops the measuring process and its sampler workers; a killed autotune's
-    forkserver ends, and the measuring process (and its workers) with it."""
+    """Ctrl-C (SIGINT to the process group, as a terminal sends it) stops the measuring
+    process and its sampler workers; a killed autotune's measuring process stops itself
+    and its workers."""
+    import os
     import signal
     import time
 
     import psutil
+    from conftest import start_script
     cmd = [sys.executable, "-m", "rlframe", "autotune", "ppo", "CartPole-v1", "--samplers",
            "cpu", "--backends", "plain", "--torch-threads", "1", "--seconds", "60"]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = start_script(cmd, cwd=tmp_path)
     parent = psutil.Process(proc.pid)
     deadline = time.monotonic() + 120
     workers = []
@@ -208,7 +211,7 @@ def test_stopping_autotune_leaves_no_process(tmp_path, how):
     seen = parent.children(recursive=True)
     assert len(workers) >= 2, seen  # Forkserver -> measuring child -> 2 workers.
     if how == "ctrl_c":
-        proc.send_signal(signal.SIGINT)
+        os.killpg(proc.pid, signal.SIGINT)
     else:
         proc.kill()
     proc.communicate(timeout=60)
