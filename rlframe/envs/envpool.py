@@ -171,14 +171,12 @@ class EnvPoolVecEnv(VecEnv):
             return buffer_from_example(self._observation_space.null_value(), 0)
         observation, info = self._pool.reset(ids)
         self._finished[ids] = False
-        order = _row_order(info["env_id"], ids)
-        if order is not None:
-            observation = _take_rows(observation, order)
-        self._after_reset(ids, info, order)
+        (observation,), info = self._in_order(ids, (observation,), info)
+        self._after_reset(ids, info)
         return self._observation_space.convert(observation)
 
-    def _after_reset(self, ids: np.ndarray, info: dict, order: np.ndarray | None) -> None:
-        """Subclasses read the reset's ``info`` here (rows in the pool's order)."""
+    def _after_reset(self, ids: np.ndarray, info: dict) -> None:
+        """Subclasses read the reset's scalar ``info`` here (rows in the order of ``ids``)."""
 
     def step(self, action: SpaceValue, idx: np.ndarray | None = None) -> VecStep:
         """Step every env (or those in ``idx``) once.
@@ -192,13 +190,8 @@ class EnvPoolVecEnv(VecEnv):
         """
         ids = self._all_ids if idx is None else np.asarray(idx, dtype=np.int32)
         self._check_not_finished(ids)
-        observation, reward, terminated, truncated, info = self._pool.step(
+        observation, reward, terminated, truncated, info = self._pool_step(
             self._action_space.revert_rows(action), ids)
-        order = _row_order(info["env_id"], ids)
-        if order is not None:
-            observation, reward, terminated, truncated = _take_rows(
-                (observation, reward, terminated, truncated), order)
-            info = {k: np.asarray(info[k])[order] for k, _ in self._info_keys}
         if self._has_terminated_info:
             # EnvPool reports an episode that terminates on the time limit's step as
             # truncated only; its "terminated" info (Atari) says that it ended.
@@ -211,6 +204,21 @@ class EnvPoolVecEnv(VecEnv):
         self._info_rows[-1][:n] = timeout
         return VecStep(self._observation_space.convert(observation),
                        np.asarray(reward, dtype=np.float32), done, self._info_buf[:n])
+
+    def _pool_step(self, action_rows: Any, ids: np.ndarray) -> tuple:
+        """EnvPool's step of the envs ``ids``: ``(observation, reward, terminated,
+        truncated, info)``, rows and scalar infos in the order of ``ids``."""
+        observation, reward, terminated, truncated, info = self._pool.step(action_rows, ids)
+        rows, info = self._in_order(ids, (observation, reward, terminated, truncated), info)
+        return (*rows, info)
+
+    def _in_order(self, ids: np.ndarray, rows: tuple, info: dict) -> tuple[tuple, dict]:
+        """``rows`` and the scalar infos that EnvPool returned for ``ids``, put in the
+        order of ``ids`` (EnvPool may return them in another)."""
+        order = _row_order(info["env_id"], ids)
+        if order is None:
+            return rows, info
+        return _take_rows(rows, order), {k: np.asarray(info[k])[order] for k, _ in self._info_keys}
 
     def _check_not_finished(self, ids: np.ndarray) -> None:
         if self._finished[ids].any():

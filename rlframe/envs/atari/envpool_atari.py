@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from rlframe.envs.atari.atari_env import AtariEnv, EnvInfo
-from rlframe.envs.envpool import EnvPoolVecEnv, _row_order, _take_rows, import_envpool
+from rlframe.envs.envpool import EnvPoolVecEnv, import_envpool
 from rlframe.envs.gym import build_info_tuples
 from rlframe.envs.vec_env import VecStep
 from rlframe.utils.buffer import buffer_from_example
@@ -143,9 +143,8 @@ class EnvPoolAtariVecEnv(EnvPoolVecEnv):
         self._since_start[self._all_ids if idx is None else np.asarray(idx)] = 0
         return observation
 
-    def _after_reset(self, ids: np.ndarray, info: dict, order: np.ndarray | None) -> None:
-        lives = np.asarray(info["lives"])
-        self._lives[ids] = lives if order is None else lives[order]
+    def _after_reset(self, ids: np.ndarray, info: dict) -> None:
+        self._lives[ids] = info["lives"]
 
     def step(self, action: SpaceValue, idx: np.ndarray | None = None) -> VecStep:
         """Step every game (or those in ``idx``) once; a lost life continues the game.
@@ -156,15 +155,11 @@ class EnvPoolAtariVecEnv(EnvPoolVecEnv):
         """
         ids = self._all_ids if idx is None else np.asarray(idx, dtype=np.int32)
         self._check_not_finished(ids)
-        observation, reward, terminated, truncated, info = self._pool.step(
+        observation, reward, terminated, truncated, info = self._pool_step(
             self._action_space.revert_rows(action), ids)
-        order = _row_order(info["env_id"], ids)
         game_over = np.asarray(info["terminated"], dtype=bool)
         lives = np.asarray(info["lives"])
         score = np.asarray(info["reward"], dtype=np.float32)
-        if order is not None:
-            observation, reward, terminated, truncated, game_over, lives, score = _take_rows(
-                (observation, reward, terminated, truncated, game_over, lives, score), order)
         truncated = np.asarray(truncated, dtype=bool)
         lost_life = (lives > 0) & (lives < self._lives[ids])
         self._lives[ids] = lives
@@ -201,9 +196,4 @@ class EnvPoolAtariVecEnv(EnvPoolVecEnv):
         EnvPool continues a game after a lost life when the env is stepped (its
         automatic reset, which ignores the action); its ``reset`` would start a new game.
         """
-        noop = np.zeros(len(ids), dtype=np.int32)
-        observation, _, _, _, info = self._pool.step(noop, ids)
-        order = _row_order(info["env_id"], ids)
-        if order is not None:
-            observation = _take_rows(observation, order)
-        return np.asarray(observation)
+        return np.asarray(self._pool_step(np.zeros(len(ids), dtype=np.int32), ids)[0])
