@@ -6,9 +6,7 @@ import json
 import os
 
 from rlframe.cli import CommandError
-from rlframe.cli.choices import ALGO_NAMES, SAMPLER_NAMES
-
-BACKEND_NAMES = ("plain", "gymnasium", "envpool")
+from rlframe.cli.choices import ALGO_NAMES, AUTOTUNE_BACKENDS, SAMPLER_NAMES
 
 DESCRIPTION = """\
 Measure, for a few seconds each, the ways this machine can run ALGO on ENV_ID with
@@ -53,7 +51,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     add("--samplers", metavar="NAME", nargs="+", default=list(SAMPLER_NAMES),
         help=f"samplers to try (default: {' '.join(SAMPLER_NAMES)})")
     add("--backends", metavar="NAME", nargs="+",
-        help=f"env backends to try, of {', '.join(BACKEND_NAMES)} (default: those that "
+        help=f"env backends to try, of {', '.join(AUTOTUNE_BACKENDS)} (default: those that "
              "can run the env)")
     add("--batch-B", dest="batch_B", metavar="B", type=int, nargs="+",
         help="batch_B values to try (default: the preset's; off-policy: also twice it)")
@@ -79,9 +77,9 @@ def run(args: argparse.Namespace) -> int:
             raise CommandError(f"--samplers: unknown sampler {name!r}; samplers: "
                                f"{', '.join(SAMPLER_NAMES)}.")
     for name in args.backends or ():
-        if name not in BACKEND_NAMES:
+        if name not in AUTOTUNE_BACKENDS:
             raise CommandError(f"--backends: unknown env backend {name!r}; backends: "
-                               f"{', '.join(BACKEND_NAMES)}.")
+                               f"{', '.join(AUTOTUNE_BACKENDS)}.")
     for option, values in (("--seconds", args.seconds), ("--batch-B", args.batch_B),
                            ("--torch-threads", args.torch_threads)):
         if values is not None and any(v <= 0 for v in values):

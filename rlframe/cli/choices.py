@@ -8,6 +8,9 @@ ALGO_NAMES = ("ppo", "a2c", "dqn", "catdqn", "r2d1", "ddpg", "td3", "sac")
 SAMPLER_NAMES = ("serial", "cpu", "gpu", "alternating")
 """Samplers by config name (``presets.SAMPLERS``' keys)."""
 
+AUTOTUNE_BACKENDS = ("plain", "gymnasium", "envpool")
+"""Env backends ``rlframe autotune`` tries (``presets.autotune.BACKEND_CHOICES``)."""
+
 SECTIONS = ("algo", "agent", "sampler", "runner", "env")
 """Sections of ``config["kwargs"]`` (and of the command line's ``--config``)."""
 

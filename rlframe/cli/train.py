@@ -160,7 +160,8 @@ def _defaults_from(loaded: dict[str, Any], args: argparse.Namespace) -> dict[str
             raise ValueError(f"--config holds a config for {key}={loaded[key]!r}, but the "
                              f"command line asks for {given!r}; give the same {key.upper()} "
                              "or leave it out of the config file.")
-    dropped = ("seed", "log_dir", "run_ID", "name", "snapshot_mode")  # This run's own.
+    from rlframe.presets.build import LAUNCH_KEYS
+    dropped = ("seed", *LAUNCH_KEYS)  # This run's own.
     return {**{k: v for k, v in loaded.items() if k not in dropped},
             "algo": args.algo, "env_id": args.env_id}
 

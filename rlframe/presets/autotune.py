@@ -27,6 +27,9 @@ import traceback
 import warnings
 from typing import Any, Callable, Sequence
 
+from rlframe.algos.off_policy import OffPolicyAlgorithm
+from rlframe.presets.algos import ALGOS
+from rlframe.presets.build import SAMPLERS, build_experiment
 from rlframe.utils.launching.affinity import usable_cpus
 from rlframe.utils.processes import master_alive, start_child, stop_in_order
 from rlframe.utils.synchronize import process_context
@@ -34,8 +37,10 @@ from rlframe.utils.synchronize import process_context
 MeasureFn = Callable[[list["Candidate"], float], Sequence[float]]
 """``(candidates of one set-up, seconds) -> env steps/s of each``."""
 
-SAMPLER_CHOICES = ("serial", "cpu", "gpu", "alternating")
+SAMPLER_CHOICES = tuple(SAMPLERS)
 BACKEND_CHOICES = ("plain", "gymnasium", "envpool")
+"""Env backends tried (of ``rlframe.envs.vector.ENV_BACKENDS``; gymnasium's
+asynchronous one, a process per env, is left out)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,9 +130,6 @@ def candidates(config: dict[str, Any], samplers: Sequence[str] = SAMPLER_CHOICES
     Returns:
         ``(candidates, notes)``: notes say what was left out and why.
     """
-    from rlframe.algos.off_policy import OffPolicyAlgorithm
-    from rlframe.presets.algos import ALGOS
-    from rlframe.presets.build import build_experiment
     for name in samplers:
         if name not in SAMPLER_CHOICES:
             raise ValueError(f"autotune: unknown sampler {name!r}; samplers: "
@@ -143,8 +145,7 @@ def candidates(config: dict[str, Any], samplers: Sequence[str] = SAMPLER_CHOICES
                              f"{', '.join(BACKEND_CHOICES)}.")
     B = full["batch_B"]
     if batch_Bs is None:
-        off_policy = issubclass(ALGOS[full["algo"]].AlgoCls, OffPolicyAlgorithm)
-        batch_Bs = (B, 2 * B) if off_policy else (B,)
+        batch_Bs = (B, 2 * B) if _off_policy(full["algo"]) else (B,)
     threads = sorted(set(torch_threads or (1, n_cpu)))
     out = []
     for b in batch_Bs:
@@ -240,7 +241,6 @@ def autotune(algo: str, env_id: str, config: dict[str, Any] | None = None,
         The measurements and the best candidate's full config (no seed), which
         ``build_experiment`` and ``rlframe train --config`` take.
     """
-    from rlframe.presets.build import build_experiment
     base = {**(config or {}), "algo": algo, "env_id": env_id}
     cands, notes = candidates(base, samplers, backends, batch_Bs, torch_threads)
     say = progress or (lambda line: None)
@@ -280,8 +280,7 @@ def measure_in_process(config: dict[str, Any], seconds: float,
     # torch and rlframe imported (and torch._dynamo, which the first optimizer imports).
     methods = multiprocessing.get_all_start_methods()
     context = process_context("forkserver" if "forkserver" in methods else "spawn",
-                              preload=("rlframe.presets.autotune", "rlframe.presets.build",
-                                       "torch._dynamo"))
+                              preload=("rlframe.presets.autotune", "torch._dynamo"))
     receiver, sender = context.Pipe(duplex=False)
     child = context.Process(target=_measure_child, name="rlframe-autotune", daemon=False,
                             args=(config, seconds, list(torch_threads), sender, os.getpid()))
@@ -315,7 +314,6 @@ def measure_config(config: dict[str, Any], seconds: float,
     set to them), so that the updates are timed too; envs start undecorrelated and no
     evaluation runs.
     """
-    from rlframe.presets.build import build_experiment
     from rlframe.utils.launching.pinning import set_torch_threads
     from rlframe.utils.logging.context import logger_context
     config = _measuring_config(config, warmup_itrs)
@@ -354,18 +352,20 @@ def _iteration(runner: Any, itr: int) -> None:
 
 def _measuring_config(config: dict[str, Any], warmup_itrs: int) -> dict[str, Any]:
     """``config`` with one evaluation env, learning from the warm-up's samples on."""
-    from rlframe.algos.off_policy import OffPolicyAlgorithm
-    from rlframe.presets.algos import ALGOS
-    from rlframe.presets.build import build_experiment
     _, full = build_experiment(config)
     kwargs = {section: dict(values) for section, values in full["kwargs"].items()}
     kwargs["sampler"].update(eval_n_envs=1,  # Built, never run (no log point is reached).
                              max_decorrelation_steps=0)
-    if issubclass(ALGOS[full["algo"]].AlgoCls, OffPolicyAlgorithm):
+    if _off_policy(full["algo"]):
         steps = full["batch_T"] * full["batch_B"] * warmup_itrs
         batch = kwargs["algo"].get("batch_size", 32)
         kwargs["algo"]["min_steps_learn"] = max(steps, batch)
     return {**full, "kwargs": kwargs}
+
+
+def _off_policy(algo: str) -> bool:
+    """Whether the preset algorithm ``algo`` learns from a replay buffer."""
+    return issubclass(ALGOS[algo].AlgoCls, OffPolicyAlgorithm)
 
 
 def _measure_child(config: dict[str, Any], seconds: float, torch_threads: list[int | None],
