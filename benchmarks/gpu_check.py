@@ -34,13 +34,20 @@ import psutil
 CASES = ("ppo_gpu_sampler", "dqn_gpu_sampler", "async_dqn", "sync_nccl")
 
 
+def envs_for(n_workers: int, about: int) -> int:
+    """``about`` envs, rounded down to a multiple of ``n_workers`` (at least one each):
+    the samplers give every worker the same number."""
+    return max(1, about // n_workers) * n_workers
+
+
 def ppo_parts(game: str, cuda_idx: int | None, n_workers: int, quick: bool) -> tuple:
     from rlframe.agents.pg.atari import AtariFfAgent
     from rlframe.algos.pg.ppo import PPO
     from rlframe.envs.atari.atari_env import AtariEnv, AtariTrajInfo
     from rlframe.samplers.parallel.gpu.sampler import GpuSampler
     sampler = GpuSampler(EnvCls=AtariEnv, TrajInfoCls=AtariTrajInfo, env_kwargs=dict(game=game),
-                         batch_T=16 if quick else 128, batch_B=4 if quick else 16,
+                         batch_T=16 if quick else 128,
+                         batch_B=envs_for(n_workers, 4 if quick else 16),
                          max_decorrelation_steps=0)
     algo = PPO(learning_rate=2.5e-4, ratio_clip=0.1, epochs=4, minibatches=4,
                value_loss_coeff=0.5, entropy_loss_coeff=0.01, clip_grad_norm=0.5)
@@ -74,7 +81,8 @@ def run_case(case: str, game: str, cuda_idx: int | None, steps: int, out_dir: st
         from rlframe.envs.atari.atari_env import AtariEnv, AtariTrajInfo
         from rlframe.samplers.parallel.gpu.sampler import GpuSampler
         sampler = GpuSampler(EnvCls=AtariEnv, TrajInfoCls=AtariTrajInfo,
-                             env_kwargs=dict(game=game), batch_T=2, batch_B=4 if quick else 32,
+                             env_kwargs=dict(game=game), batch_T=2,
+                             batch_B=envs_for(n_workers, 4 if quick else 32),
                              max_decorrelation_steps=0)
         algo = DQN(batch_size=32 if quick else 128, min_steps_learn=min(5000, steps // 4),
                    replay_size=int(1e4 if quick else 1e5))
@@ -91,10 +99,12 @@ def run_case(case: str, game: str, cuda_idx: int | None, steps: int, out_dir: st
         from rlframe.utils.launching.affinity import make_affinity
         sampler = AsyncGpuSampler(EnvCls=AtariEnv, TrajInfoCls=AtariTrajInfo,
                                   env_kwargs=dict(game=game), batch_T=5,
-                                  batch_B=4 if quick else 16, max_decorrelation_steps=0)
+                                  batch_B=envs_for(n_workers, 4 if quick else 16),
+                                  max_decorrelation_steps=0)
         algo = DQN(replay_ratio=8, min_steps_learn=min(5000, steps // 4),
                    replay_size=int(1e4 if quick else 1e5))
-        affinity = make_affinity(run_slot=0, n_cpu_core=psutil.cpu_count(logical=False) or 2,
+        # One core optimizes, n_workers step envs.
+        affinity = make_affinity(run_slot=0, n_cpu_core=n_workers + 1,
                                  n_gpu=0 if cuda_idx is None else 1, async_sample=True,
                                  optim_sample_share_gpu=cuda_idx is not None)
         # The sampler waits for the optimizer up to 8 batches ahead: replay_ratio holds.

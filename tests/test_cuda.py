@@ -158,6 +158,18 @@ def async_affinity(sampler_cuda_idx):
                 set_affinity=True)
 
 
+def test_children_on_the_gpu_are_not_forked_after_torch_asked_for_devices():
+    """torch.cuda.is_available() initializes nothing that torch.cuda.is_initialized()
+    reports, yet CUDA then fails in forked children: the runners' check sees it."""
+    probe = ("import torch; from rlframe.utils.synchronize import cuda_fork_problem, "
+             "forked_child_in_bad_cuda_fork as bad; before = bad(); torch.cuda.is_available(); "
+             "print(before, bad(), torch.cuda.is_initialized(), cuda_fork_problem([0]))")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True,
+                         text=True, timeout=120, check=True).stdout.split(" ", 3)
+    assert out[:3] == ["False", "True", "False"], out
+    assert "asked the CUDA runtime for its devices" in out[3], out
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("sampler_cuda_idx", [None, 0], ids=["cpu_actions", "gpu_actions"])

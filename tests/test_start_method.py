@@ -9,6 +9,7 @@ import time
 import pytest
 import torch
 
+from rlframe.utils import synchronize
 from rlframe.utils.synchronize import (autograd_fork_problem, autograd_thread_names,
                                       cuda_fork_problem, start_method_without_fork)
 
@@ -38,6 +39,21 @@ def test_cuda_is_a_problem_only_for_children_on_a_gpu_after_cuda_was_initialized
     assert "has initialized CUDA" in cuda_fork_problem([None, 0])
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
     assert cuda_fork_problem([0, 1]) is None
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="forks")
+def test_cuda_is_a_problem_when_forked_children_would_be_refused_cuda(monkeypatch):
+    """torch.cuda.is_available() leaves CUDA initialized nowhere, yet torch refuses CUDA
+    in children forked afterwards: a forked probe reads the mark torch gives them."""
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    monkeypatch.setattr(torch.cuda, "_is_compiled", lambda: True)
+    assert synchronize.forked_child_in_bad_cuda_fork() is False  # torch marks none here.
+    monkeypatch.setattr(torch.cuda, "_is_in_bad_fork", lambda: True)  # Read in the child.
+    assert synchronize.forked_child_in_bad_cuda_fork() is True
+    assert "asked the CUDA runtime for its devices" in cuda_fork_problem([None, 0])
+    assert cuda_fork_problem([None, None]) is None
+    monkeypatch.setattr(torch.cuda, "_is_in_bad_fork", lambda: False)
+    assert cuda_fork_problem([0]) is None
 
 
 def _thread_named(name, stop):

@@ -8,6 +8,7 @@ import os
 import queue
 import socket
 import time
+import warnings
 from typing import TYPE_CHECKING, Any, Sequence
 
 # Kept importable here; they live with the rest of child-process supervision.
@@ -260,14 +261,48 @@ def start_method_without_fork(start_method: str | None, owner: str, why: str | N
 
 
 def cuda_fork_problem(child_cuda_idxs: list[int | None]) -> str | None:
-    """Why forked children could not use CUDA, or None: CUDA cannot be initialized
-    again in a process forked from one that initialized it (a notebook or script that
-    used the GPU before the runner started)."""
+    """Why forked children could not use CUDA, or None.
+
+    CUDA cannot be initialized in a process forked from one that initialized it (a
+    notebook or script that used the GPU before the runner started), nor from one that
+    only asked the CUDA runtime how many GPUs there are: ``torch.cuda.is_available()``
+    does (unless ``PYTORCH_NVML_BASED_CUDA_CHECK=1``), and torch then marks every
+    forked child unable to use CUDA. The second is seen only from a child, so a
+    process whose torch has CUDA forks one that reports it and exits at once.
+    """
     import torch
-    if not any(idx is not None for idx in child_cuda_idxs) or not torch.cuda.is_initialized():
+    if not any(idx is not None for idx in child_cuda_idxs):
         return None
-    return (f"this process (pid {os.getpid()}) has initialized CUDA, and a child that uses "
-            "a GPU cannot initialize it again in a forked process")
+    if torch.cuda.is_initialized():
+        return (f"this process (pid {os.getpid()}) has initialized CUDA, and a child that "
+                "uses a GPU cannot initialize it again in a forked process")
+    if torch.cuda._is_compiled() and forked_child_in_bad_cuda_fork():
+        return (f"this process (pid {os.getpid()}) has asked the CUDA runtime for its "
+                "devices (torch.cuda.is_available() does), after which torch refuses CUDA "
+                "in processes forked from it")
+    return None
+
+
+def forked_child_in_bad_cuda_fork() -> bool:
+    """Whether torch marks a child forked from this process unable to use CUDA.
+
+    Forks a child that only reads that mark and exits with it (no Python runs there
+    beyond the call); False where ``os.fork`` does not exist.
+    """
+    import torch
+    if not hasattr(os, "fork"):
+        return False
+    with warnings.catch_warnings():  # Python 3.12+ warns of forking with threads running.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # The child: report and leave without running exit handlers.
+        code = 2
+        try:
+            code = int(torch.cuda._is_in_bad_fork())
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 1
 
 
 def autograd_thread_names() -> list[str]:
