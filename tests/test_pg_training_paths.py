@@ -48,3 +48,42 @@ def test_training_updates_parameters(AlgoCls, AgentCls, env_id, CollectorCls):
         # Linear schedule: the learning rate has decayed to zero after n_itr iterations.
         assert algo.optimizer.param_groups[0]["lr"] == pytest.approx(0.)
     sampler.shutdown()
+
+
+def test_ppo_trains_with_the_observation_statistics_the_batch_was_sampled_with():
+    """A normalizing model's statistics take in the batch after PPO's epochs: every
+    forward pass of the epochs uses the statistics the batch was sampled with (so the
+    likelihood ratio starts at 1), and the next batch is sampled with the updated ones."""
+    set_seed(0)
+    sampler = SerialSampler(EnvCls=gym_make, env_kwargs=dict(id="Pendulum-v1"), batch_T=16,
+                            batch_B=2, max_decorrelation_steps=0)
+    agent = MujocoFfAgent(model_kwargs=dict(normalize_observation=True))
+    sampler.initialize(agent, seed=0, bootstrap_value=True)
+    algo = PPO(minibatches=1, epochs=2, linear_lr_schedule=False)
+    algo.initialize(agent, n_itr=2, batch_spec=sampler.batch_spec,
+                    mid_batch_reset=sampler.mid_batch_reset)
+    rms = agent.model.obs_rms
+    for itr in range(2):
+        agent.sample_mode(itr)
+        samples, _ = sampler.obtain_samples(itr)
+        agent.train_mode(itr)
+        count, mean = rms.count.clone(), rms.mean.clone()
+        with torch.no_grad():  # Now, as when sampling: the distribution the batch holds.
+            mu, _, _ = agent.model(samples.env.observation, None, None)
+        assert torch.allclose(mu, samples.agent.agent_info.dist_info.mean, atol=1e-6)
+        seen = []
+        forward = agent.model.forward
+
+        def recording(*args, **kwargs):
+            seen.append((rms.count.clone(), rms.mean.clone()))
+            return forward(*args, **kwargs)
+
+        agent.model.forward = recording
+        try:
+            algo.optimize_agent(itr, samples)
+        finally:
+            del agent.model.forward
+        assert len(seen) == 2 and all(torch.equal(c, count) and torch.equal(m, mean)
+                                      for c, m in seen)
+        assert rms.count == count + 32
+    sampler.shutdown()

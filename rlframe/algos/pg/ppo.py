@@ -109,7 +109,6 @@ class PPO(PolicyGradientAlgo):
         agent_inputs = AgentInputs(observation=samples.env.observation,
                                    prev_action=samples.agent.prev_action,
                                    prev_reward=samples.env.prev_reward)
-        self.agent.update_obs_rms(agent_inputs.observation)
         return_, advantage, valid = self.process_returns(samples)
         loss_inputs = LossInputs(agent_inputs=agent_inputs, action=samples.agent.action,
                                  return_=return_, advantage=advantage, valid=valid,
@@ -134,6 +133,10 @@ class PPO(PolicyGradientAlgo):
                 for field, value in zip(OptInfo._fields, (loss, grad_norm, entropy, perplexity)):
                     stats[field].append(value.detach())
                 self.update_counter += 1
+        # The observation statistics take in this batch after the epochs: the batch was
+        # sampled (and its old_dist_info computed) with the statistics before it, so the
+        # ratio starts at 1 and the clip bounds the policy change alone.
+        self.agent.update_obs_rms(agent_inputs.observation)
         if self.linear_lr_schedule:
             self.lr_scheduler.step()
             self.ratio_clip = self._ratio_clip * (self.n_itr - itr) / max(self.n_itr, 1)
