@@ -27,6 +27,7 @@ from rlframe.samplers.serial.collectors import SerialEvalCollector
 from rlframe.samplers.serial.sampler import SerialSampler
 from rlframe.utils.collections import AttrDict
 from rlframe.utils.launching.affinity import make_affinity
+from rlframe.utils.logging import logger
 from rlframe.utils.logging.context import logger_context, logger_context_at
 
 D = "Diagnostics/"
@@ -213,6 +214,23 @@ def test_snapshots_hold_the_runner_state_dict_and_resume_loads_it(in_tmp_cwd, mo
     assert state["cum_completed_trajs"] == saved["cum_completed_trajs"]
     assert state["traj_window"] == saved["traj_window"]
     assert resumed.start_itr == 8
+
+
+@pytest.mark.parametrize("mode,built", [("none", 0), ("gap", 2), ("last", 4)])
+def test_snapshots_are_built_only_where_the_mode_writes_one(mode, built, in_tmp_cwd,
+                                                             monkeypatch):
+    """Log points at iterations 1, 3, 5 and 7: "last" writes at each, "gap" (of 4) at 3 and
+    7, "none" at none; a snapshot (the agent's and optimizer's whole state) is built only
+    for a write."""
+    calls = []
+    get = MinibatchRlBase.get_itr_snapshot
+    monkeypatch.setattr(MinibatchRlBase, "get_itr_snapshot",
+                        lambda self, itr: calls.append(itr) or get(self, itr))
+    runner = minibatch(MinibatchRl, False)
+    with logger_context("modes", 0, "modes", {}, snapshot_mode=mode):
+        logger.set_snapshot_gap(4)
+        runner.train()
+    assert len(calls) == built, calls
 
 
 def test_minibatch_runners_read_their_rank_as_an_attribute():

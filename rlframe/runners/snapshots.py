@@ -52,10 +52,14 @@ class SnapshotMixin:
     def save_itr_snapshot(self, itr: int, final: bool = False) -> list[str]:
         """Write the snapshot of iteration ``itr`` (per the snapshot mode), unless the
         agent's weights are not finite: a good earlier snapshot is never replaced by them.
+        Where the mode writes nothing at ``itr`` (``"none"``, a ``"gap"`` between
+        snapshots, no run directory) the snapshot is not built either.
 
         Returns:
             The names of the files written.
         """
+        if not self.logger.snapshot_names_at(itr, final=final):
+            return []
         if not self.agent_weights_finite():
             self.logger.log(f"WARNING: the agent's weights at iteration {itr} are not all finite; "
                             "no snapshot written (the last one written is kept).")

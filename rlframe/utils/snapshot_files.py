@@ -139,9 +139,14 @@ class SnapshotWriter:
         Raises:
             OSError: naming the snapshot file that could not be written.
         """
-        if self.snapshot_dir is None or self._mode == "none":
-            return []
-        names = snapshot_names(itr, self._mode, self._gap, final)
+        names = self.names_at(itr, final)
         if names:
             write_snapshot(self.snapshot_dir, names, params)
         return names
+
+    def names_at(self, itr: int, final: bool = False) -> list[str]:
+        """The files :meth:`save_itr_params` would write for iteration ``itr``: none
+        without a directory or in mode ``"none"``, else :func:`snapshot_names`'s."""
+        if self.snapshot_dir is None or self._mode == "none":
+            return []
+        return snapshot_names(itr, self._mode, self._gap, final)

@@ -253,6 +253,11 @@ class Logger:
         returned file names, and the OSError naming a file that could not be written)."""
         return self._snapshots.save_itr_params(itr, params, final=final)
 
+    def snapshot_names_at(self, itr: int, final: bool = False) -> list[str]:
+        """The snapshot files :meth:`save_itr_params` would write for iteration ``itr``
+        (none in mode ``"none"`` or without a snapshot directory)."""
+        return self._snapshots.names_at(itr, final)
+
     def writes_files(self) -> bool:
         """Whether anything of the run reaches a file (a text or tabular output, or a
         snapshot directory)."""
