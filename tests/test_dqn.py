@@ -175,6 +175,21 @@ def test_epsilon_schedule():
     assert agent.distribution.epsilon == pytest.approx(0.1)
 
 
+def test_epsilon_log_shows_the_schedule_the_algorithm_set(monkeypatch):
+    """The sampler's first sample_mode logs the agent's default schedule; once the
+    algorithm sets its own, iteration 0 is logged again with it."""
+    from rlframe.agents.dqn import epsilon_greedy
+    lines = []
+    monkeypatch.setattr(epsilon_greedy.logger, "log", lines.append)
+    agent = make_agent()
+    agent.sample_mode(0)
+    agent.sample_mode(0)
+    agent.set_epsilon_itr_min_max(2500, 250000)
+    agent.sample_mode(0)
+    assert lines == ["Agent at itr 0, sample eps 1 (min itr: 50, max_itr: 1000)",
+                     "Agent at itr 0, sample eps 1 (min itr: 2500, max_itr: 250000)"]
+
+
 def _read_itrs(agent, ready, go, queue):
     ready.set()
     go.wait(10)

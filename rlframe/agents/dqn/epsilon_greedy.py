@@ -59,7 +59,7 @@ class EpsilonGreedyAgentMixin:
         # Shared memory: set by the algorithm after parallel workers may have forked.
         self._eps_itr_min_max = np_mp_array(2, "int64")
         self._eps_itr_min_max[:] = (int(eps_itr_min), int(eps_itr_max))
-        self._eps_logged_itr: int | None = None
+        self._eps_logged: tuple[int, int, int] | None = None  # (itr, itr_min, itr_max)
 
     @property
     def eps_itr_min(self) -> int:
@@ -119,8 +119,11 @@ class EpsilonGreedyAgentMixin:
         super().sample_mode(itr)
         self.eps_sample = self.epsilon_at(itr)
         itr_max = self.eps_itr_max
-        if itr <= itr_max and itr % max(1, itr_max // 10) == 0 and itr != self._eps_logged_itr:
-            self._eps_logged_itr = itr
+        # Keyed on the schedule too: the algorithm sets it after the sampler's first
+        # sample_mode, and iteration 0 is then logged again with the schedule in use.
+        logged = (itr, self.eps_itr_min, itr_max)
+        if itr <= itr_max and itr % max(1, itr_max // 10) == 0 and logged != self._eps_logged:
+            self._eps_logged = logged
             eps = self.eps_sample
             shown = f"{eps:.4g}" if isinstance(eps, float) else \
                 f"min {float(eps.min()):.4g}, max {float(eps.max()):.4g}"

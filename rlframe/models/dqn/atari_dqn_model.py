@@ -28,8 +28,9 @@ def dqn_conv(image_shape: Sequence[int], use_maxpool: bool = False,
              paddings: Sequence[int] | None = None) -> tuple[Conv2dModel, int]:
     """The conv body of the Atari DQN models and its flattened output size.
 
-    Unset arguments take the Nature-DQN defaults: channels ``[32, 64, 64]``,
-    kernel sizes ``[8, 4, 3]``, strides ``[4, 2, 1]``, paddings ``[0, 1, 1]``.
+    Unset arguments take rlpyt's defaults: the Nature-DQN channels ``[32, 64, 64]``,
+    kernel sizes ``[8, 4, 3]`` and strides ``[4, 2, 1]``, with paddings ``[0, 1, 1]``
+    (Nature's has none: ``paddings=[0, 0, 0]`` gives its 64x7x7 output on 84x84).
 
     Returns:
         ``(conv, conv_out_size)``; ``conv`` maps [N, C, H, W] to [N, C', H', W'].
