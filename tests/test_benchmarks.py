@@ -23,6 +23,7 @@ CASES = {
     "replay_throughput.py": ["--seconds", "0.05"],
     "dqn_updates.py": ["--rounds", "1", "--updates", "4"],
     "sac_updates.py": ["--rounds", "1", "--updates", "4"],
+    "vs_sb3_scale.py": ["--quick", "--rounds", "1", "--only", "atari_ppo", "mujoco_ppo"],
     "vs_sb3.py": ["--only", "sampling", "ppo", "--seeds", "1", "--batch_B", "2",
                   "--sampling_steps", "128", "--rounds", "1", "--ppo_steps", "2048",
                   "--json", "vs_sb3.json"],
@@ -56,6 +57,8 @@ RATIO = {  # What each script's table prints next to its figures.
                   r".*ppo rlframe seed 0: .*ppo SB3     seed 0: "
                   r".*rlframe/SB3 median peak RSS: \d+\.\d\d"),
     "pg_updates.py": r"ratio \d\.\d{3}",
+    "vs_sb3_scale.py": (r"(?s)atari_ppo: median frames/s.*\n\s+rlframe\s+[\d,.]+ \(.*"
+                        r"mujoco_ppo: median s/10k steps.*\n\s+ceiling\s+[\d,.]+ \("),
     "autotune_check.py": r"autotune's choice in the grid: [\d,]+ env steps/s = \d\.\d\d of",
     # Where torch.compile cannot run, the script says so instead.
     "compile_speedup.py": r"speedup \d+\.\d\d|torch.compile cannot run here",
@@ -70,7 +73,8 @@ RATIO = {  # What each script's table prints next to its figures.
                         r"32x32 model: .*with transfers: .*N\* = \d+ node"),
 }
 # Optional packages a script compares against or needs.
-NEEDS = {"vs_sb3.py": "stable_baselines3", "ray_sampling.py": "ray"}
+NEEDS = {"vs_sb3.py": "stable_baselines3", "vs_sb3_scale.py": "stable_baselines3",
+         "ray_sampling.py": "ray"}
 JSON_OUTPUTS = {"vs_sb3.py": ("vs_sb3.json", ["sampling", "ppo"])}  # File, top-level keys.
 
 
@@ -97,14 +101,15 @@ def test_benchmark_runs(script, tmp_path, warm_python):
             assert set(keys) <= set(json.load(f))
 
 
-def test_vs_sb3_without_sb3_says_how_to_install(tmp_path):
-    """Where stable-baselines3 cannot be imported, vs_sb3.py explains and exits with 2."""
+@pytest.mark.parametrize("script", ["vs_sb3.py", "vs_sb3_scale.py"])
+def test_vs_sb3_without_sb3_says_how_to_install(script, tmp_path):
+    """Where stable-baselines3 cannot be imported, the comparisons explain and exit with 2."""
     hidden = tmp_path / "hidden" / "stable_baselines3"
     hidden.mkdir(parents=True)
     (hidden / "__init__.py").write_text("raise ImportError('hidden by the test')\n")
     python_path = [str(hidden.parent)] + [p for p in [os.environ.get("PYTHONPATH")] if p]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(python_path))
-    result = subprocess.run([sys.executable, os.path.join(BENCHMARKS, "vs_sb3.py")],
+    result = subprocess.run([sys.executable, os.path.join(BENCHMARKS, script)],
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2, result.stdout + result.stderr
     assert "pip install stable-baselines3" in result.stderr
