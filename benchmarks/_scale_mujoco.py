@@ -199,8 +199,6 @@ if TYPE_CHECKING:
     import torch
 
 CASES = ("mujoco_sac", "mujoco_ppo")
-FRAMEWORKS = {"mujoco_sac": ("rlframe", "sb3", "ceiling"),
-              "mujoco_ppo": ("rlframe", "sb3", "ceiling")}
 ENV_ID = "HalfCheetah-v5"
 HIDDEN = [256, 256]
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
@@ -746,3 +744,6 @@ RUNS: dict[tuple[str, str], Callable[[int, int], tuple[Window, str]]] = {
     ("sb3", "mujoco_ppo"): sb3_ppo,
     ("ceiling", "mujoco_ppo"): ceiling_ppo,
 }
+
+# What runs each case, in the order the driver's first round runs them.
+FRAMEWORKS = {case: tuple(name for name, runs in RUNS if runs == case) for case in CASES}

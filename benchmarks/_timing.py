@@ -1,5 +1,9 @@
-"""Timing shared by the benchmarks: alternating rounds, medians, sampler rates."""
+"""Timing shared by the benchmarks: alternating rounds, medians, sampler rates, and
+children whose peak memory is read when they are reaped."""
+import os
 import statistics
+import subprocess
+import sys
 import time
 from typing import Callable
 
@@ -56,3 +60,24 @@ def sampler_rate(sampler, agent, affinity: dict, n_itr: int, **initialize_kwargs
     finally:
         sampler.shutdown()
     return n_itr * sampler.batch_size / elapsed
+
+
+def run_reaped(command: list[str], cwd: str, env: dict, log_path: str) -> tuple[int, float]:
+    """Run ``command`` with its output in ``log_path``; kill it if the wait is interrupted.
+
+    Returns:
+        ``(exit code, peak RSS in MiB)``, the RSS read from the kernel when the child is
+        reaped (``os.wait4``): the child's own, whatever its parent holds.
+    """
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=log,
+                                stderr=subprocess.STDOUT)
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+    # ru_maxrss is in KiB on Linux, in bytes on macOS.
+    return (os.waitstatus_to_exitcode(status),
+            usage.ru_maxrss / (2 ** 20 if sys.platform == "darwin" else 2 ** 10))

@@ -117,6 +117,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 
+from _timing import run_reaped
+
 # The parent process imports only the standard library: heavy imports would show up
 # in every child's peak RSS (see the module docstring).
 
@@ -476,24 +478,14 @@ def in_subprocess(spec: dict) -> tuple[object, float]:
         spec = dict(spec, result_path=os.path.join(tmp, "result.json"))
         env = dict(os.environ, RLFRAME_PROGRESS="0", RLFRAME_DATA_DIR=os.path.join(tmp, "data"))
         log_path = os.path.join(tmp, "worker.log")
-        with open(log_path, "w") as log:
-            proc = subprocess.Popen(
-                [sys.executable, os.path.abspath(__file__), "--worker", json.dumps(spec)],
-                cwd=tmp, env=env, stdout=log, stderr=subprocess.STDOUT)
-            try:
-                _, status, usage = os.wait4(proc.pid, 0)
-            except BaseException:
-                proc.kill()
-                proc.wait()
-                raise
-            proc.returncode = os.waitstatus_to_exitcode(status)
-        # ru_maxrss is in KiB on Linux, in bytes on macOS.
-        peak_mib = usage.ru_maxrss / (2 ** 20 if sys.platform == "darwin" else 2 ** 10)
-        if proc.returncode != 0:
+        code, peak_mib = run_reaped(
+            [sys.executable, os.path.abspath(__file__), "--worker", json.dumps(spec)],
+            tmp, env, log_path)
+        if code != 0:
             with open(log_path) as log:
                 tail = log.read()[-4000:]
             raise SystemExit(f"worker {spec['what']} {spec.get('task', '')} seed "
-                             f"{spec.get('seed', '')} failed (exit code {proc.returncode}):\n"
+                             f"{spec.get('seed', '')} failed (exit code {code}):\n"
                              f"{tail}")
         with open(spec["result_path"]) as f:
             return json.load(f), peak_mib

@@ -51,6 +51,8 @@ import sys
 import tempfile
 import time
 
+from _timing import run_reaped
+
 # The parent imports only the standard library (and the case modules, which import
 # nothing heavy at module level): each child's peak RSS is its own.
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -111,17 +113,8 @@ def in_subprocess(spec: dict, log_path: str) -> dict:
         spec = dict(spec, result_path=os.path.join(tmp, "result.json"))
         env = dict(os.environ, RLFRAME_PROGRESS="0", RLFRAME_DATA_DIR=os.path.join(tmp, "data"))
         start = time.perf_counter()
-        with open(log_path, "w") as log:
-            proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker",
-                                     json.dumps(spec)], cwd=tmp, env=env, stdout=log,
-                                    stderr=subprocess.STDOUT)
-            try:
-                _, status, usage = os.wait4(proc.pid, 0)
-            except BaseException:
-                proc.kill()
-                proc.wait()
-                raise
-        code = os.waitstatus_to_exitcode(status)
+        code, peak_mib = run_reaped([sys.executable, os.path.abspath(__file__), "--worker",
+                                     json.dumps(spec)], tmp, env, log_path)
         if code != 0:
             with open(log_path) as log:
                 tail = log.read()[-4000:]
@@ -129,8 +122,7 @@ def in_subprocess(spec: dict, log_path: str) -> dict:
                              f"its log: {log_path}\n{tail}")
         with open(spec["result_path"]) as f:
             result = json.load(f)
-    # ru_maxrss is in KiB on Linux, in bytes on macOS.
-    result["peak_rss_mib"] = usage.ru_maxrss / (2 ** 20 if sys.platform == "darwin" else 2 ** 10)
+    result["peak_rss_mib"] = peak_mib
     result["wall_s"] = time.perf_counter() - start
     return result
 
