@@ -44,6 +44,9 @@ no padding, ReLU, a 512-unit ReLU layer, then linear heads; SB3's ``CnnPolicy``
     shared trunk. Warm-up: one iteration; window: ``steps`` rounded up to iterations.
 
     * ``sb3``: ``PPO("CnnPolicy", ...)`` on the CPU.
+    * ``sb3_2threads``: the same with 2 torch threads, torch's own default on a
+      2-core machine (SB3 sets none): SB3 as users run it here, the comparison for
+      the rlframe set-ups that use both cores.
     * ``rlframe``: ``SerialSampler(batch_T=128, batch_B=8)`` (one process, like
       ``DummyVecEnv``), ``AtariFfAgent``, ``PPO(linear_lr_schedule=True, ...)``,
       ``MinibatchRl`` with ``master_torch_threads=1``, no evaluation.
@@ -70,6 +73,7 @@ no padding, ReLU, a 512-unit ReLU layer, then linear heads; SB3's ``CnnPolicy``
 
     * ``sb3``: ``DQN("CnnPolicy", buffer_size=100_000, optimize_memory_usage=False,
       train_freq=4, gradient_steps=1, target_update_interval=1000, ...)``.
+    * ``sb3_2threads``: the same with 2 torch threads (as for PPO).
     * ``rlframe``: ``SerialSampler(batch_T=4, batch_B=1)``, ``AtariDqnAgent``,
       ``DQN(replay_ratio=8)`` (8 * 4 / 32 = one update of 32 per iteration),
       ``target_update_interval=250`` updates (= 1,000 agent steps), ``double_dqn=False``,
@@ -155,6 +159,7 @@ Where the mapping is not exact:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import tempfile
 import time
@@ -487,10 +492,10 @@ def sb3_atari_env(n_envs: int, seed: int) -> Any:
                          n_stack=FRAME_STACK)
 
 
-def sb3_atari_ppo(plan: Plan, seed: int) -> dict:
+def sb3_atari_ppo(plan: Plan, seed: int, threads: int = 1) -> dict:
     import torch
     from stable_baselines3 import PPO
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
     model = PPO("CnnPolicy", sb3_atari_env(PPO_B, seed), n_steps=PPO_T,
                 batch_size=PPO_T * PPO_B // PPO_MINIBATCHES, n_epochs=PPO_EPOCHS,
                 learning_rate=lambda progress_remaining: PPO_LR * progress_remaining,
@@ -499,13 +504,13 @@ def sb3_atari_ppo(plan: Plan, seed: int) -> dict:
                 gamma=GAMMA, gae_lambda=GAE_LAMBDA, seed=seed, device="cpu", verbose=0)
     clock = sb3_learn(model, plan)
     return clock.result(f"DummyVecEnv, 1 process, {PPO_B} envs x {PPO_T} steps + "
-                        f"VecFrameStack, 1 torch thread; {FRAMES}")
+                        f"VecFrameStack, {threads} torch thread(s); {FRAMES}")
 
 
-def sb3_atari_dqn(plan: Plan, seed: int) -> dict:
+def sb3_atari_dqn(plan: Plan, seed: int, threads: int = 1) -> dict:
     import torch
     from stable_baselines3 import DQN
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
     model = DQN("CnnPolicy", sb3_atari_env(1, seed), learning_rate=DQN_LR,
                 buffer_size=DQN_REPLAY, learning_starts=DQN_LEARNING_STARTS,
                 batch_size=DQN_BATCH, gamma=GAMMA, train_freq=DQN_TRAIN_FREQ, gradient_steps=1,
@@ -517,7 +522,7 @@ def sb3_atari_dqn(plan: Plan, seed: int) -> dict:
     clock = sb3_learn(model, plan)
     return clock.result(f"DummyVecEnv, 1 process, 1 env x {DQN_TRAIN_FREQ} steps + "
                         f"VecFrameStack, replay of {DQN_REPLAY:,} obs/next-obs stacks, "
-                        f"1 torch thread; {FRAMES}")
+                        f"{threads} torch thread(s); {FRAMES}")
 
 
 # ------------------------------------------------------------------------ ceiling
@@ -751,10 +756,12 @@ RUNS: dict[tuple[str, str], Callable[[Plan, int], dict]] = {
     ("rlframe", "atari_ppo"): rlframe_atari_ppo,
     ("rlframe_autotuned", "atari_ppo"): rlframe_autotuned_atari_ppo,
     ("sb3", "atari_ppo"): sb3_atari_ppo,
+    ("sb3_2threads", "atari_ppo"): functools.partial(sb3_atari_ppo, threads=2),
     ("ceiling", "atari_ppo"): ceiling_atari_ppo,
     ("rlframe", "atari_dqn"): rlframe_atari_dqn,
     ("rlframe_async", "atari_dqn"): rlframe_async_atari_dqn,
     ("sb3", "atari_dqn"): sb3_atari_dqn,
+    ("sb3_2threads", "atari_dqn"): functools.partial(sb3_atari_dqn, threads=2),
     ("ceiling", "atari_dqn"): ceiling_atari_dqn,
 }
 

@@ -6,8 +6,8 @@ together, as in normal training) and stops right after the window. It returns
 ``dict(steps, seconds, cpu_seconds, warmup_steps, setup)``: the env steps in the window,
 its wall-clock seconds, this process's CPU seconds over it (``time.process_time``), the
 env steps trained before it, and a one-line description of what ran. Each call belongs
-in a fresh process (the benchmark driver makes one per call). Every run uses one torch
-thread (``torch.set_num_threads(1)``) and the CPU; this module imports torch,
+in a fresh process (the benchmark driver makes one per call). Every run uses the CPU and
+one torch thread (``torch.set_num_threads(1)``) unless its name says 2 threads; this module imports torch,
 gymnasium, stable_baselines3 and rlframe only inside the functions that need them, so
 importing it is cheap.
 
@@ -48,10 +48,14 @@ and 1,000 with updates); window: ``steps`` env steps and as many updates.
   target_entropy="auto")`` (one update per iteration of one step), ``MinibatchRl`` (no
   evaluation) with ``affinity=dict(master_torch_threads=1)``, inside ``logger_context``
   with ``snapshot_mode="none"`` in a temporary directory.
+* ``rlframe_2threads``: the same with ``master_torch_threads=2`` (the update's matrix
+  products split over both cores; the env steps between updates).
 * ``sb3``: ``SAC("MlpPolicy", make_vec_env("HalfCheetah-v5", n_envs=1, seed=seed),
   learning_starts=10_000, buffer_size=int(1e6), batch_size=256, learning_rate=3e-4,
   tau=0.005, gamma=0.99, train_freq=1, gradient_steps=1, ent_coef="auto",
   target_entropy="auto", policy_kwargs=dict(net_arch=[256, 256]), device="cpu")``.
+* ``sb3_2threads``: the same with 2 torch threads, torch's own default on a 2-core
+  machine (SB3 sets none): SB3 as users run it here.
 * ``ceiling``: no framework: the gymnasium env stepped in a bare loop; a preallocated
   numpy replay of 1e6 transitions (observation, action, reward, next observation,
   terminated) sampled with ``Generator.integers`` and handed to torch without copies;
@@ -134,6 +138,8 @@ window: ``steps`` rounded up to whole 512-step iterations.
   max_grad_norm=0.8, vf_coef=0.58096, policy_kwargs=dict(log_std_init=-2,
   ortho_init=False, activation_fn=ReLU, net_arch=dict(pi=[256, 256], vf=[256, 256])),
   device="cpu")``.
+* ``sb3_2threads``: the same with 2 torch threads, torch's own default on a 2-core
+  machine (SB3 sets none): SB3 as users run it here.
 * ``ceiling``: no framework: the gymnasium env stepped in a bare loop; observations
   normalized by a bare numpy running mean and variance (updated once per iteration,
   clipped to [-10, 10]); plain-torch policy-mean and value MLPs of the same sizes and a
@@ -187,6 +193,7 @@ Where the PPO mapping is not exact:
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import numbers
 import os
@@ -304,8 +311,10 @@ class RlframeClock:
             self.window.close()
 
 
-def rlframe_train(case: str, algo, agent, batch_T: int, seed: int, window: int) -> Window:
-    """Train with a serial sampler (one env) and ``MinibatchRl`` for warm-up + window."""
+def rlframe_train(case: str, algo, agent, batch_T: int, seed: int, window: int,
+                  threads: int = 1) -> Window:
+    """Train with a serial sampler (one env) and ``MinibatchRl`` for warm-up + window,
+    ``threads`` torch threads."""
     from rlframe.envs.gym import make as gym_make
     from rlframe.runners.minibatch_rl import MinibatchRl
     from rlframe.samplers.serial.sampler import SerialSampler
@@ -318,7 +327,7 @@ def rlframe_train(case: str, algo, agent, batch_T: int, seed: int, window: int) 
     clock = RlframeClock(WARMUP_STEPS[case], total)
     runner = MinibatchRl(algo=algo, agent=agent, sampler=sampler, n_steps=total,
                          log_interval_steps=total, seed=seed,
-                         affinity=dict(master_torch_threads=1), callbacks=[clock])
+                         affinity=dict(master_torch_threads=threads), callbacks=[clock])
     with tempfile.TemporaryDirectory(prefix="scale_mujoco_") as tmp:
         with logger_context(os.path.join(tmp, case), seed, case,
                             dict(case=case, seed=seed, window=window),
@@ -327,7 +336,7 @@ def rlframe_train(case: str, algo, agent, batch_T: int, seed: int, window: int) 
     return clock.window
 
 
-def rlframe_sac(seed: int, window: int) -> tuple[Window, str]:
+def rlframe_sac(seed: int, window: int, threads: int = 1) -> tuple[Window, str]:
     from rlframe.agents.qpg.sac_agent import SacAgent
     from rlframe.algos.qpg.sac import SAC
 
@@ -338,8 +347,8 @@ def rlframe_sac(seed: int, window: int) -> tuple[Window, str]:
                      q_model_kwargs=dict(hidden_sizes=HIDDEN))
     setup = ("SerialSampler(batch_T=1, batch_B=1) + MinibatchRl; SacAgent pi/q1/q2 "
              "[256, 256] ReLU, fused Adam; SAC batch 256, replay 1e6, replay_ratio 256 "
-             "(1 update/step)")
-    return rlframe_train("mujoco_sac", algo, agent, 1, seed, window), setup
+             f"(1 update/step); {threads} torch thread(s)")
+    return rlframe_train("mujoco_sac", algo, agent, 1, seed, window, threads), setup
 
 
 def rlframe_ppo(seed: int, window: int) -> tuple[Window, str]:
@@ -393,26 +402,30 @@ def sb3_learn(model, case: str, window: int) -> Window:
     return clock.window
 
 
-def sb3_sac(seed: int, window: int) -> tuple[Window, str]:
+def sb3_sac(seed: int, window: int, threads: int = 1) -> tuple[Window, str]:
+    import torch
     from stable_baselines3 import SAC
     from stable_baselines3.common.env_util import make_vec_env
 
+    torch.set_num_threads(threads)
     model = SAC("MlpPolicy", make_vec_env(ENV_ID, n_envs=1, seed=seed),
                 learning_starts=SAC_LEARNING_STARTS, buffer_size=SAC_REPLAY,
                 batch_size=SAC_BATCH, learning_rate=SAC_LR, tau=SAC_TAU, gamma=SAC_GAMMA,
                 train_freq=1, gradient_steps=1, ent_coef="auto", target_entropy="auto",
                 policy_kwargs=dict(net_arch=HIDDEN), seed=seed, device="cpu", verbose=0)
     setup = ("make_vec_env(n_envs=1) (DummyVecEnv + Monitor); SAC MlpPolicy actor/critics "
-             "[256, 256] ReLU; batch 256, buffer 1e6, train_freq 1, gradient_steps 1")
+             "[256, 256] ReLU; batch 256, buffer 1e6, train_freq 1, gradient_steps 1; "
+             f"{threads} torch thread(s)")
     return sb3_learn(model, "mujoco_sac", window), setup
 
 
-def sb3_ppo(seed: int, window: int) -> tuple[Window, str]:
+def sb3_ppo(seed: int, window: int, threads: int = 1) -> tuple[Window, str]:
     import torch
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
 
+    torch.set_num_threads(threads)
     env = VecNormalize(make_vec_env(ENV_ID, n_envs=1, seed=seed), gamma=PPO_GAMMA)
     model = PPO("MlpPolicy", env, n_steps=PPO_N_STEPS, batch_size=PPO_BATCH,
                 n_epochs=PPO_EPOCHS, gamma=PPO_GAMMA, gae_lambda=PPO_GAE_LAMBDA,
@@ -423,7 +436,8 @@ def sb3_ppo(seed: int, window: int) -> tuple[Window, str]:
                                    net_arch=dict(pi=HIDDEN, vf=HIDDEN)),
                 seed=seed, device="cpu", verbose=0)
     setup = ("make_vec_env(n_envs=1) + VecNormalize(obs, reward); PPO MlpPolicy pi/vf "
-             "[256, 256] ReLU; n_steps 512, 20 epochs x 8 minibatches of 64")
+             f"[256, 256] ReLU; n_steps 512, 20 epochs x 8 minibatches of 64; {threads} "
+             "torch thread(s)")
     return sb3_learn(model, "mujoco_ppo", window), setup
 
 
@@ -738,10 +752,13 @@ def ceiling_ppo(seed: int, window: int) -> tuple[Window, str]:
 
 RUNS: dict[tuple[str, str], Callable[[int, int], tuple[Window, str]]] = {
     ("rlframe", "mujoco_sac"): rlframe_sac,
+    ("rlframe_2threads", "mujoco_sac"): functools.partial(rlframe_sac, threads=2),
     ("sb3", "mujoco_sac"): sb3_sac,
+    ("sb3_2threads", "mujoco_sac"): functools.partial(sb3_sac, threads=2),
     ("ceiling", "mujoco_sac"): ceiling_sac,
     ("rlframe", "mujoco_ppo"): rlframe_ppo,
     ("sb3", "mujoco_ppo"): sb3_ppo,
+    ("sb3_2threads", "mujoco_ppo"): functools.partial(sb3_ppo, threads=2),
     ("ceiling", "mujoco_ppo"): ceiling_ppo,
 }
 

@@ -24,6 +24,7 @@ CASES = {
     "dqn_updates.py": ["--rounds", "1", "--updates", "4"],
     "sac_updates.py": ["--rounds", "1", "--updates", "4"],
     "vs_sb3_scale.py": ["--quick", "--rounds", "1", "--only", "atari_ppo", "mujoco_ppo"],
+    "scale_profile.py": ["--case", "mujoco_ppo", "--steps", "512", "--top", "3"],
     "vs_sb3.py": ["--only", "sampling", "ppo", "--seeds", "1", "--batch_B", "2",
                   "--sampling_steps", "128", "--rounds", "1", "--ppo_steps", "2048",
                   "--json", "vs_sb3.json"],
@@ -59,6 +60,8 @@ RATIO = {  # What each script's table prints next to its figures.
     "pg_updates.py": r"ratio \d\.\d{3}",
     "vs_sb3_scale.py": (r"(?s)atari_ppo: median frames/s.*\n\s+rlframe\s+[\d,.]+ \(.*"
                         r"mujoco_ppo: median s/10k steps.*\n\s+ceiling\s+[\d,.]+ \("),
+    "scale_profile.py": (r"rlframe mujoco_ppo: [\d,.]+ s/10k steps under the profiler .*\n"
+                         r"part\s+seconds\s+share\n(.+\s+\d+\.\d\d\s+\d+\.\d%\n){3,}"),
     "autotune_check.py": r"autotune's choice in the grid: [\d,]+ env steps/s = \d\.\d\d of",
     # Where torch.compile cannot run, the script says so instead.
     "compile_speedup.py": r"speedup \d+\.\d\d|torch.compile cannot run here",

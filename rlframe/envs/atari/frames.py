@@ -99,8 +99,9 @@ class AreaResize:
         np.copyto(self._frame, frame)
         np.matmul(self._rows, self._frame.reshape(g_rows, RAW_H // g_rows, RAW_W),
                   out=self._half.reshape(g_rows, h // g_rows, RAW_W))
-        np.matmul(self._half.reshape(h, g_cols, RAW_W // g_cols), self._cols_t,
-                  out=self._out.reshape(h, g_cols, w // g_cols))
+        # The column blocks of all rows as one 2-D product (a 3-D one runs a product per row).
+        np.matmul(self._half.reshape(h * g_cols, RAW_W // g_cols), self._cols_t,
+                  out=self._out.reshape(h * g_cols, w // g_cols))
         np.rint(self._out, out=self._out)
         if out is None:
             return self._out.astype(np.uint8)
