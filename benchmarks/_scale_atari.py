@@ -124,16 +124,14 @@ Where the mapping is not exact:
 * PPO time limits: rlframe bootstraps episodes cut by the horizon, SB3 from the
   value of the final observation (an extra forward pass when it happens); neither
   happens in a window.
-* ``rlframe_autotuned``: ``build_experiment`` returns a ``MinibatchRlEval`` (it
-  evaluates at every log point) and a config cannot hold callbacks, so its sampler,
-  agent, algorithm and affinity are handed to a ``MinibatchRl`` with the clock. Its
-  config's ``kwargs`` replace the preset's Atari PPO settings key by key
+* ``rlframe_autotuned``: ``build_experiment`` builds a ``MinibatchRl`` (no evaluation:
+  the config's sampler section sets ``eval_n_envs=0``); a config cannot hold callbacks,
+  so its sampler, agent, algorithm and affinity are handed to a ``MinibatchRl`` with
+  the clock. Its config's ``kwargs`` replace the preset's Atari PPO settings key by key
   (``value_loss_coeff=1``, not the preset's 0.5; ``normalize_advantage``, Adam eps
   1e-5), and set ``max_decorrelation_steps=0`` (the preset: 400 random steps before
-  training; the other rlframe runs use 0 too) and ``eval_n_envs=1`` (the preset: 10;
-  ``MinibatchRlEval`` refuses 0 when it is built; ``CpuSampler`` makes that one per
-  worker, and they are never stepped, as in autotune's own measurements).
-  ``cpu_seconds`` counts the training process only, not the two workers.
+  training; the other rlframe runs use 0 too). ``cpu_seconds`` counts the training
+  process only, not the two workers.
 * DQN acting: SB3 draws the exploration coin first and runs the network only when it
   exploits; the ceiling does the same; rlframe's ``DqnAgent`` computes the Q-values of
   every step (it records them in ``agent_info.q``) and then draws. With epsilon about
@@ -350,9 +348,9 @@ def autotuned_config(plan: Plan, seed: int) -> dict:
                 log_interval_steps=plan.total_steps, seed=seed,
                 kwargs=dict(algo=rlframe_ppo_kwargs(),
                             agent=dict(model_kwargs=dict(NATURE_CNN)),
-                            # MinibatchRlEval needs an evaluation env: built, never run.
+                            # No evaluation envs: build_experiment builds a MinibatchRl.
                             sampler=dict(env_backend=AUTOTUNED["env_backend"],
-                                         max_decorrelation_steps=0, eval_n_envs=1),
+                                         max_decorrelation_steps=0, eval_n_envs=0),
                             env=env))
 
 
@@ -361,7 +359,7 @@ def rlframe_autotuned_atari_ppo(plan: Plan, seed: int) -> dict:
     from rlframe.runners.minibatch_rl import MinibatchRl
     built, full = build_experiment(autotuned_config(plan, seed))
     clock = WindowClock(plan)
-    # The same parts, without the evaluation MinibatchRlEval would run, with the clock.
+    # The same parts and runner class, with the clock (a config holds no callbacks).
     runner = MinibatchRl(algo=built.algo, agent=built.agent, sampler=built.sampler,
                          n_steps=full["n_steps"], log_interval_steps=full["log_interval_steps"],
                          seed=full["seed"], affinity=built.affinity, callbacks=[clock])

@@ -24,7 +24,7 @@ from rlframe.algos.qpg.td3 import TD3
 from rlframe.cli import CommandError, train
 from rlframe.envs.atari.atari_env import AtariEnv, AtariTrajInfo
 from rlframe.presets import ALGOS, build_experiment
-from rlframe.runners.minibatch_rl import MinibatchRlEval
+from rlframe.runners.minibatch_rl import MinibatchRl, MinibatchRlEval
 from rlframe.samplers.parallel.cpu.sampler import CpuSampler
 from rlframe.samplers.parallel.gpu.alternating_sampler import AlternatingSampler
 from rlframe.samplers.serial.sampler import SerialSampler
@@ -127,6 +127,26 @@ def test_train_ppo_through_the_parser(tmp_path, capsys):
     assert config == params
     assert type(runner.algo) is PPO and runner.algo.epochs == 8 and runner.seed == 11
     assert os.path.exists(run_dir / "params.pkl")  # snapshot_mode "last"
+
+
+def test_no_evaluation_envs_build_a_runner_without_evaluation(tmp_path, capsys):
+    """eval_n_envs 0 in the sampler section: a MinibatchRl, which builds and steps no
+    evaluation envs and logs the training episodes; the default evaluates."""
+    runner, _ = build_experiment(dict(algo="ppo", env_id="CartPole-v1"))
+    assert type(runner) is MinibatchRlEval and runner.sampler.eval_n_envs == 4
+    args = parse("ppo", "CartPole-v1", "--n-steps", "2048", "--log-interval-steps", "1024",
+                 "--log-dir", str(tmp_path / "runs"), "--run-id", "0", "--seed", "2",
+                 "--config", json.dumps(dict(sampler=dict(eval_n_envs=0))))
+    assert train.run(args) == 0
+    run_dir = tmp_path / "runs" / "run_0"
+    header, rows = read_csv(run_dir / "progress.csv")
+    assert len(rows) == 2  # At the 2 log points; no row before training (no evaluation).
+    assert "StepsInEval" not in header and "ReturnAverage" in header
+    with open(run_dir / "params.json") as f:
+        params = json.load(f)
+    runner, config = build_experiment(params)  # What resume rebuilds: the same runner.
+    assert type(runner) is MinibatchRl and runner.sampler.eval_n_envs == 0
+    assert config == params
 
 
 def test_train_dqn_with_config_file(tmp_path):

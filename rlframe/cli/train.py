@@ -1,6 +1,6 @@
 """``rlframe train ALGO ENV_ID``: build a standard experiment and train it.
 
-The stack (sampler, agent, algorithm, evaluating runner) and its defaults come
+The stack (sampler, agent, algorithm, runner) and its defaults come
 from :mod:`rlframe.presets`; the run directory's ``params.json`` holds the full
 config, from which :func:`rlframe.presets.build_experiment` rebuilds the stack.
 """
@@ -32,7 +32,9 @@ They replace the defaults key by key; keywords ending in Cls take an import path
 ("torch.optim.RMSprop"). The run directory's params.json holds the full config.
 --config also takes a full config (with "env_id" and "kwargs", as params.json and
 `rlframe autotune` write it): its settings (sampler, n_parallel, batch_B, ...) are
-the defaults, and the options given here override them.
+the defaults, and the options given here override them. A sampler section with
+"eval_n_envs": 0 trains without evaluation (MinibatchRl, which logs the training
+episodes instead).
 """
 
 EPILOG = """\

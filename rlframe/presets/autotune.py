@@ -351,11 +351,10 @@ def _iteration(runner: Any, itr: int) -> None:
 
 
 def _measuring_config(config: dict[str, Any], warmup_itrs: int) -> dict[str, Any]:
-    """``config`` with one evaluation env, learning from the warm-up's samples on."""
+    """``config`` without evaluation, learning from the warm-up's samples on."""
     _, full = build_experiment(config)
     kwargs = {section: dict(values) for section, values in full["kwargs"].items()}
-    kwargs["sampler"].update(eval_n_envs=1,  # Built, never run (no log point is reached).
-                             max_decorrelation_steps=0)
+    kwargs["sampler"].update(eval_n_envs=0, max_decorrelation_steps=0)  # A MinibatchRl.
     if _off_policy(full["algo"]):
         steps = full["batch_T"] * full["batch_B"] * warmup_itrs
         batch = kwargs["algo"].get("batch_size", 32)

@@ -1,4 +1,4 @@
-"""Build a standard experiment (sampler, agent, algorithm, evaluating runner) from a config.
+"""Build a standard experiment (sampler, agent, algorithm, runner) from a config.
 
 A config is a plain JSON-able dict. Only ``algo`` and ``env_id`` are required;
 :func:`build_experiment` fills in everything else and returns the *full*
@@ -23,6 +23,10 @@ config, which rebuilds the same stack (what ``params.json`` of a run holds)::
         }
     }
 
+The runner is a ``MinibatchRlEval``, which evaluates the agent at every log point,
+unless the sampler section sets ``eval_n_envs`` to 0: then it is a ``MinibatchRl``,
+which logs the training episodes instead (no evaluation envs are built or stepped).
+
 A ``kwargs`` section given in the config replaces the preset's values key by key
 (a nested dict such as ``model_kwargs`` as a whole). Keywords whose name ends
 in ``Cls`` take a dotted import path (``"torch.optim.RMSprop"``). ``log_dir``,
@@ -40,7 +44,7 @@ from typing import Any
 
 from rlframe.presets.algos import ALGOS, AlgoPreset
 from rlframe.presets.envs import EnvTarget, resolve_env
-from rlframe.runners.minibatch_rl import MinibatchRlEval
+from rlframe.runners.minibatch_rl import MinibatchRl, MinibatchRlEval
 from rlframe.samplers.parallel.cpu.sampler import CpuSampler
 from rlframe.samplers.parallel.gpu.alternating_sampler import AlternatingSampler
 from rlframe.samplers.parallel.gpu.sampler import GpuSampler
@@ -77,15 +81,16 @@ _MANAGED = {
 }
 
 
-def build_experiment(config: dict[str, Any]) -> tuple[MinibatchRlEval, dict[str, Any]]:
+def build_experiment(config: dict[str, Any]) -> tuple[MinibatchRl, dict[str, Any]]:
     """Build the runner (with its sampler, agent and algorithm) that ``config`` describes.
 
     Args:
         config: ``algo`` and ``env_id`` at least; see the module docstring. Not modified.
 
     Returns:
-        ``(runner, full_config)``; ``build_experiment(full_config)`` builds the same
-        stack again (same classes, keyword arguments and seed).
+        ``(runner, full_config)``: a ``MinibatchRlEval``, or a ``MinibatchRl`` where the
+        sampler section's ``eval_n_envs`` is 0; ``build_experiment(full_config)``
+        builds the same stack again (same classes, keyword arguments and seed).
 
     Raises:
         ValueError: unknown algorithm, env id, sampler or config key (with close
@@ -289,12 +294,20 @@ def _agent_class(preset: AlgoPreset, target: EnvTarget, sampler: str) -> type:
     return preset.agents[kind]
 
 
-def _build_runner(preset: AlgoPreset, target: EnvTarget, full: dict[str, Any]) -> MinibatchRlEval:
+def runner_class(config: dict[str, Any]) -> type[MinibatchRl]:
+    """The runner a full config builds: ``MinibatchRl`` where its sampler section sets
+    ``eval_n_envs`` to 0 (no evaluation), ``MinibatchRlEval`` otherwise."""
+    eval_n_envs = config["kwargs"]["sampler"].get("eval_n_envs")
+    return MinibatchRl if eval_n_envs == 0 else MinibatchRlEval
+
+
+def _build_runner(preset: AlgoPreset, target: EnvTarget, full: dict[str, Any]) -> MinibatchRl:
     kwargs = full["kwargs"]
     SamplerCls = SAMPLERS[full["sampler"]]
     AgentCls = _agent_class(preset, target, full["sampler"])
+    RunnerCls = runner_class(full)
     for section, cls in (("algo", preset.AlgoCls), ("agent", AgentCls), ("sampler", SamplerCls),
-                         ("runner", MinibatchRlEval)):
+                         ("runner", RunnerCls)):
         check_kwargs(section, cls, kwargs[section])
     _check_env_kwargs(target, kwargs["env"])
     sampler = _construct("sampler", SamplerCls, EnvCls=target.EnvCls,
@@ -303,10 +316,10 @@ def _build_runner(preset: AlgoPreset, target: EnvTarget, full: dict[str, Any]) -
                          batch_B=full["batch_B"], **_resolve_classes("sampler", kwargs["sampler"]))
     algo = _construct("algo", preset.AlgoCls, **_resolve_classes("algo", kwargs["algo"]))
     agent = _construct("agent", AgentCls, **_resolve_classes("agent", kwargs["agent"]))
-    return MinibatchRlEval(algo=algo, agent=agent, sampler=sampler, n_steps=full["n_steps"],
-                           seed=full["seed"], affinity=_affinity(full),
-                           log_interval_steps=full["log_interval_steps"],
-                           **_resolve_classes("runner", kwargs["runner"]))
+    return RunnerCls(algo=algo, agent=agent, sampler=sampler, n_steps=full["n_steps"],
+                     seed=full["seed"], affinity=_affinity(full),
+                     log_interval_steps=full["log_interval_steps"],
+                     **_resolve_classes("runner", kwargs["runner"]))
 
 
 def _construct(section: str, cls: type, **kwargs: Any) -> Any:
