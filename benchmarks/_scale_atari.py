@@ -47,6 +47,10 @@ no padding, ReLU, a 512-unit ReLU layer, then linear heads; SB3's ``CnnPolicy``
     * ``sb3_2threads``: the same with 2 torch threads, torch's own default on a
       2-core machine (SB3 sets none): SB3 as users run it here, the comparison for
       the rlframe set-ups that use both cores.
+    * ``rlframe_bf16``: ``rlframe`` with the convolutions in bfloat16
+      (``AtariFfModel(conv_autocast="bfloat16")``; weights, fully connected layers,
+      outputs and losses float32). Lower precision, so not the same arithmetic as the
+      others: it shows what the option buys on this CPU.
     * ``rlframe``: ``SerialSampler(batch_T=128, batch_B=8)`` (one process, like
       ``DummyVecEnv``), ``AtariFfAgent``, ``PPO(linear_lr_schedule=True, ...)``,
       ``MinibatchRl`` with ``master_torch_threads=1``, no evaluation.
@@ -74,6 +78,8 @@ no padding, ReLU, a 512-unit ReLU layer, then linear heads; SB3's ``CnnPolicy``
     * ``sb3``: ``DQN("CnnPolicy", buffer_size=100_000, optimize_memory_usage=False,
       train_freq=4, gradient_steps=1, target_update_interval=1000, ...)``.
     * ``sb3_2threads``: the same with 2 torch threads (as for PPO).
+    * ``rlframe_async_bf16``: ``rlframe_async`` with the convolutions in bfloat16
+      (``AtariDqnModel(conv_autocast="bfloat16")``, as ``rlframe_bf16`` for PPO).
     * ``rlframe``: ``SerialSampler(batch_T=4, batch_B=1)``, ``AtariDqnAgent``,
       ``DQN(replay_ratio=8)`` (8 * 4 / 32 = one update of 32 per iteration),
       ``target_update_interval=250`` updates (= 1,000 agent steps), ``double_dqn=False``,
@@ -326,17 +332,23 @@ def rlframe_serial(plan: Plan, seed: int, algo: Any, agent: Any, batch_T: int,
     return clock
 
 
-def rlframe_atari_ppo(plan: Plan, seed: int) -> dict:
+def rlframe_atari_ppo(plan: Plan, seed: int, conv_autocast: str | None = None) -> dict:
     import torch
 
     from rlframe.agents.pg.atari import AtariFfAgent
     from rlframe.algos.pg.ppo import PPO
     torch.set_num_threads(1)
+    model_kwargs = dict(NATURE_CNN, conv_autocast=conv_autocast)
     clock = rlframe_serial(plan, seed, PPO(**rlframe_ppo_kwargs()),
-                           AtariFfAgent(model_kwargs=dict(NATURE_CNN)), PPO_T, PPO_B,
+                           AtariFfAgent(model_kwargs=model_kwargs), PPO_T, PPO_B,
                            "rlframe_atari_ppo")
     return clock.result(f"SerialSampler, 1 process, {PPO_B} AtariEnv x {PPO_T} steps, "
-                        f"1 torch thread; {FRAMES}")
+                        f"1 torch thread; {FRAMES}{precision(conv_autocast)}")
+
+
+def precision(conv_autocast: str | None) -> str:
+    """What the setup line says of ``conv_autocast``."""
+    return "" if conv_autocast is None else f"; convolutions in {conv_autocast}"
 
 
 def autotuned_config(plan: Plan, seed: int) -> dict:
@@ -370,7 +382,7 @@ def rlframe_autotuned_atari_ppo(plan: Plan, seed: int) -> dict:
                         f"threads in the training process; {FRAMES}")
 
 
-def rlframe_dqn_parts() -> tuple[Any, Any]:
+def rlframe_dqn_parts(conv_autocast: str | None = None) -> tuple[Any, Any]:
     """rlframe's ``DQN`` and ``AtariDqnAgent`` with the settings above."""
     from rlframe.agents.dqn.atari.atari_dqn_agent import AtariDqnAgent
     from rlframe.algos.dqn.dqn import DQN
@@ -380,7 +392,8 @@ def rlframe_dqn_parts() -> tuple[Any, Any]:
                target_update_tau=1., target_update_interval=DQN_TARGET_INTERVAL // DQN_TRAIN_FREQ,
                n_step_return=1, learning_rate=DQN_LR, optim_kwargs=dict(eps=DQN_ADAM_EPS),
                clip_grad_norm=DQN_MAX_GRAD_NORM, eps_steps=DQN_EPS_STEPS, double_dqn=False)
-    agent = AtariDqnAgent(model_kwargs=dict(NATURE_CNN), eps_init=1., eps_final=DQN_EPS_FINAL)
+    agent = AtariDqnAgent(model_kwargs=dict(NATURE_CNN, conv_autocast=conv_autocast),
+                          eps_init=1., eps_final=DQN_EPS_FINAL)
     return algo, agent
 
 
@@ -422,7 +435,7 @@ class AsyncWindowClock:
                           f"{steps / max(updates, 1):.2f} env steps")
 
 
-def rlframe_async_atari_dqn(plan: Plan, seed: int) -> dict:
+def rlframe_async_atari_dqn(plan: Plan, seed: int, conv_autocast: str | None = None) -> dict:
     """DQN through ``AsyncRl`` on the 2 cores: a sampler process steps the env and acts
     (``AsyncSerialSampler``, batches of ``ASYNC_DQN_T``) while this process trains, kept
     within ``ASYNC_DQN_LEAD`` steps of the replay ratio."""
@@ -432,7 +445,7 @@ def rlframe_async_atari_dqn(plan: Plan, seed: int) -> dict:
     from rlframe.runners.async_rl import AsyncRl
     from rlframe.samplers.async_.serial_sampler import AsyncSerialSampler
     torch.set_num_threads(1)
-    algo, agent = rlframe_dqn_parts()
+    algo, agent = rlframe_dqn_parts(conv_autocast)
     sampler = AsyncSerialSampler(EnvCls=AtariEnv, TrajInfoCls=AtariTrajInfo,
                                  env_kwargs=dict(ATARI_ENV_KWARGS), batch_T=ASYNC_DQN_T,
                                  batch_B=1, max_decorrelation_steps=0)
@@ -445,7 +458,7 @@ def rlframe_async_atari_dqn(plan: Plan, seed: int) -> dict:
     return clock.result(f"AsyncRl: AsyncSerialSampler process (1 AtariEnv x {ASYNC_DQN_T} "
                         f"steps, 1 torch thread) and the optimizer process (2 torch "
                         f"threads), both on both cores, lead <= {ASYNC_DQN_LEAD} steps; "
-                        f"frame replay of {DQN_REPLAY:,}; {FRAMES}")
+                        f"frame replay of {DQN_REPLAY:,}; {FRAMES}{precision(conv_autocast)}")
 
 
 # ---------------------------------------------------------------------------- SB3
@@ -753,11 +766,15 @@ def ceiling_atari_dqn(plan: Plan, seed: int) -> dict:
 RUNS: dict[tuple[str, str], Callable[[Plan, int], dict]] = {
     ("rlframe", "atari_ppo"): rlframe_atari_ppo,
     ("rlframe_autotuned", "atari_ppo"): rlframe_autotuned_atari_ppo,
+    ("rlframe_bf16", "atari_ppo"): functools.partial(rlframe_atari_ppo,
+                                                     conv_autocast="bfloat16"),
     ("sb3", "atari_ppo"): sb3_atari_ppo,
     ("sb3_2threads", "atari_ppo"): functools.partial(sb3_atari_ppo, threads=2),
     ("ceiling", "atari_ppo"): ceiling_atari_ppo,
     ("rlframe", "atari_dqn"): rlframe_atari_dqn,
     ("rlframe_async", "atari_dqn"): rlframe_async_atari_dqn,
+    ("rlframe_async_bf16", "atari_dqn"): functools.partial(rlframe_async_atari_dqn,
+                                                           conv_autocast="bfloat16"),
     ("sb3", "atari_dqn"): sb3_atari_dqn,
     ("sb3_2threads", "atari_dqn"): functools.partial(sb3_atari_dqn, threads=2),
     ("ceiling", "atari_dqn"): ceiling_atari_dqn,

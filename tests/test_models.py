@@ -204,6 +204,55 @@ def test_conv_weights_are_channels_last_with_the_numbers_of_the_default_layout()
     assert fast(x.contiguous(memory_format=torch.channels_last)).shape == (16, 6)
 
 
+def test_conv_autocast_changes_the_arithmetic_only():
+    """bfloat16 convolutions: float32 weights, gradients and outputs, the same state
+    dict, and outputs and gradients close to float32's."""
+    kwargs = dict(image_shape=(4, 84, 84), channels=[32, 64, 64], kernel_sizes=[8, 4, 3],
+                  strides=[4, 2, 1], hidden_sizes=[512], output_size=6)
+    plain = Conv2dHeadModel(**kwargs)
+    low = Conv2dHeadModel(**kwargs, autocast="bfloat16")
+    low.load_state_dict(plain.state_dict())
+    assert low.state_dict().keys() == plain.state_dict().keys()
+    x = torch.rand(8, 4, 84, 84)
+    out, ref = low(x), plain(x)
+    assert out.dtype == torch.float32 and out.shape == ref.shape
+    assert not torch.equal(out, ref)  # The convolutions did run in bfloat16.
+    torch.testing.assert_close(out, ref, rtol=0.05, atol=0.02 * ref.abs().max().item())
+    out.pow(2).sum().backward()
+    ref.pow(2).sum().backward()
+    for a, b in zip(low.parameters(), plain.parameters()):
+        assert a.dtype == a.grad.dtype == torch.float32
+        cosine = torch.nn.functional.cosine_similarity(a.grad.flatten(), b.grad.flatten(), 0)
+        assert cosine > 0.99
+    conv = Conv2dModel(4, [8], [3], [1], autocast="bfloat16").double()
+    assert conv(torch.rand(2, 4, 10, 10, dtype=torch.float64)).dtype == torch.float64
+
+
+@pytest.mark.parametrize("name", ["AtariDqnModel", "AtariCatDqnModel", "AtariR2d1Model",
+                                  "AtariFfModel", "AtariLstmModel"])
+def test_atari_models_take_conv_autocast(name):
+    import importlib
+    module = {"AtariDqnModel": "dqn.atari_dqn_model", "AtariCatDqnModel": "dqn.atari_catdqn_model",
+              "AtariR2d1Model": "dqn.atari_r2d1_model", "AtariFfModel": "pg.atari_ff_model",
+              "AtariLstmModel": "pg.atari_lstm_model"}[name]
+    Model = getattr(importlib.import_module(f"rlframe.models.{module}"), name)
+    plain, low = Model(IMG, 3), Model(IMG, 3, conv_autocast="bfloat16")
+    low.load_state_dict(plain.state_dict())
+    image = torch.randint(0, 256, (5, 2) + IMG, dtype=torch.uint8)
+    action = torch.zeros(5, 2, 3)
+    reward = torch.zeros(5, 2)
+    recurrent = name in ("AtariR2d1Model", "AtariLstmModel")
+    outs = [model(image, action, reward, *([None] if recurrent else []))
+            for model in (plain, low)]
+    ref, out = (o[0] if isinstance(o, tuple) else o for o in outs)  # Q, p or pi.
+    if isinstance(ref, tuple):  # (pi, v) of the recurrent policy model.
+        ref, out = ref[0], out[0]
+    assert out.dtype == torch.float32 and out.shape == ref.shape
+    torch.testing.assert_close(out, ref, rtol=0.05, atol=0.05)
+    with pytest.raises(ValueError, match=r"conv_autocast.*'bfloat16', 'float16'.*'bf16'"):
+        Model(IMG, 3, conv_autocast="bf16")
+
+
 def test_scale_image_gives_a_new_tensor_in_zero_one():
     from rlframe.models.utils import scale_image
     pixels = torch.arange(256, dtype=torch.uint8).reshape(4, 8, 8)

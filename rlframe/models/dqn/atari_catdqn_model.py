@@ -46,7 +46,7 @@ class AtariCatDqnModel(torch.nn.Module):
         n_atoms: atoms of each return distribution.
         fc_sizes: hidden size(s) of the head (of each stream when dueling).
         dueling: use a :class:`~rlframe.models.dqn.dueling.DistributionalDuelingHeadModel`.
-        use_maxpool, channels, kernel_sizes, strides, paddings: as in
+        use_maxpool, channels, kernel_sizes, strides, paddings, conv_autocast: as in
             :class:`~rlframe.models.dqn.atari_dqn_model.AtariDqnModel` (same defaults).
     """
 
@@ -62,11 +62,12 @@ class AtariCatDqnModel(torch.nn.Module):
         kernel_sizes: Sequence[int] | None = None,
         strides: Sequence[int] | None = None,
         paddings: Sequence[int] | None = None,
+        conv_autocast: str | None = None,
     ) -> None:
         super().__init__()
         image_shape = check_image_shape(type(self).__name__, image_shape)
         self.conv, conv_out_size = dqn_conv(image_shape, use_maxpool, channels, kernel_sizes,
-                                            strides, paddings)
+                                            strides, paddings, conv_autocast)
         self.dueling = dueling
         if dueling:
             self.head: torch.nn.Module = DistributionalDuelingHeadModel(

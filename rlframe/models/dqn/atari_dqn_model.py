@@ -24,13 +24,14 @@ def check_image_shape(model: str, image_shape: Sequence[int]) -> tuple[int, int,
 
 def dqn_conv(image_shape: Sequence[int], use_maxpool: bool = False,
              channels: Sequence[int] | None = None, kernel_sizes: Sequence[int] | None = None,
-             strides: Sequence[int] | None = None,
-             paddings: Sequence[int] | None = None) -> tuple[Conv2dModel, int]:
+             strides: Sequence[int] | None = None, paddings: Sequence[int] | None = None,
+             autocast: str | None = None) -> tuple[Conv2dModel, int]:
     """The conv body of the Atari DQN models and its flattened output size.
 
     Unset arguments take rlpyt's defaults: the Nature-DQN channels ``[32, 64, 64]``,
     kernel sizes ``[8, 4, 3]`` and strides ``[4, 2, 1]``, with paddings ``[0, 1, 1]``
     (Nature's has none: ``paddings=[0, 0, 0]`` gives its 64x7x7 output on 84x84).
+    ``autocast`` is :class:`Conv2dModel`'s (the models' ``conv_autocast``).
 
     Returns:
         ``(conv, conv_out_size)``; ``conv`` maps [N, C, H, W] to [N, C', H', W'].
@@ -43,6 +44,7 @@ def dqn_conv(image_shape: Sequence[int], use_maxpool: bool = False,
         strides=[4, 2, 1] if strides is None else strides,
         paddings=[0, 1, 1] if paddings is None else paddings,
         use_maxpool=use_maxpool,
+        autocast=autocast,
     )
     return conv, conv.conv_out_size(h, w)
 
@@ -60,6 +62,9 @@ class AtariDqnModel(torch.nn.Module):
         kernel_sizes: conv kernel sizes (default ``[8, 4, 3]``).
         strides: conv strides (default ``[4, 2, 1]``).
         paddings: conv paddings (default ``[0, 1, 1]``).
+        conv_autocast: None, ``"bfloat16"`` or ``"float16"``: the convolutions' arithmetic
+            in that dtype (:class:`~rlframe.models.conv2d.Conv2dModel`'s ``autocast``);
+            the head and the Q-values stay float32.
     """
 
     def __init__(
@@ -73,11 +78,12 @@ class AtariDqnModel(torch.nn.Module):
         kernel_sizes: Sequence[int] | None = None,
         strides: Sequence[int] | None = None,
         paddings: Sequence[int] | None = None,
+        conv_autocast: str | None = None,
     ) -> None:
         super().__init__()
         image_shape = check_image_shape(type(self).__name__, image_shape)
         self.conv, conv_out_size = dqn_conv(image_shape, use_maxpool, channels, kernel_sizes,
-                                            strides, paddings)
+                                            strides, paddings, conv_autocast)
         self.dueling = dueling
         if dueling:
             self.head: torch.nn.Module = DuelingHeadModel(conv_out_size, fc_sizes, output_size)

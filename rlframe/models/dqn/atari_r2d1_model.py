@@ -28,7 +28,7 @@ class AtariR2d1Model(torch.nn.Module):
         lstm_size: LSTM hidden size.
         head_size: hidden size of the Q head (of each stream when dueling).
         dueling: use a :class:`~rlframe.models.dqn.dueling.DuelingHeadModel`.
-        use_maxpool, channels, kernel_sizes, strides, paddings: as in
+        use_maxpool, channels, kernel_sizes, strides, paddings, conv_autocast: as in
             :class:`~rlframe.models.dqn.atari_dqn_model.AtariDqnModel` (same defaults).
     """
 
@@ -45,11 +45,12 @@ class AtariR2d1Model(torch.nn.Module):
         kernel_sizes: Sequence[int] | None = None,
         strides: Sequence[int] | None = None,
         paddings: Sequence[int] | None = None,
+        conv_autocast: str | None = None,
     ) -> None:
         super().__init__()
         image_shape = check_image_shape(type(self).__name__, image_shape)
         self.conv, conv_out_size = dqn_conv(image_shape, use_maxpool, channels, kernel_sizes,
-                                            strides, paddings)
+                                            strides, paddings, conv_autocast)
         self.fc = MlpModel(conv_out_size, fc_size)  # Linear + ReLU.
         self.lstm = torch.nn.LSTM(self.fc.output_size + output_size + 1, lstm_size)
         self.dueling = dueling

@@ -23,6 +23,9 @@ class AtariFfModel(torch.nn.Module):
         kernel_sizes: conv kernel sizes (default ``[8, 4]``).
         strides: conv strides (default ``[4, 2]``).
         paddings: conv paddings (default ``[0, 1]``).
+        conv_autocast: None, ``"bfloat16"`` or ``"float16"``: the convolutions' arithmetic
+            in that dtype (:class:`~rlframe.models.conv2d.Conv2dModel`'s ``autocast``);
+            the fully connected layers and the outputs stay float32.
     """
 
     def __init__(
@@ -35,6 +38,7 @@ class AtariFfModel(torch.nn.Module):
         kernel_sizes: Sequence[int] | None = None,
         strides: Sequence[int] | None = None,
         paddings: Sequence[int] | None = None,
+        conv_autocast: str | None = None,
     ) -> None:
         super().__init__()
         self.conv = Conv2dHeadModel(
@@ -45,6 +49,7 @@ class AtariFfModel(torch.nn.Module):
             paddings=paddings or [0, 1],
             use_maxpool=use_maxpool,
             hidden_sizes=fc_sizes,
+            autocast=conv_autocast,
         )
         self.pi = torch.nn.Linear(self.conv.output_size, output_size)
         self.value = torch.nn.Linear(self.conv.output_size, 1)

@@ -34,7 +34,7 @@ class AtariLstmModel(torch.nn.Module):
         output_size: number of discrete actions.
         fc_sizes: hidden size(s) of the fully connected layer(s) after the convs.
         lstm_size: LSTM hidden size.
-        use_maxpool, channels, kernel_sizes, strides, paddings: as in
+        use_maxpool, channels, kernel_sizes, strides, paddings, conv_autocast: as in
             :class:`~rlframe.models.pg.atari_ff_model.AtariFfModel` (same defaults).
     """
 
@@ -49,6 +49,7 @@ class AtariLstmModel(torch.nn.Module):
         kernel_sizes: Sequence[int] | None = None,
         strides: Sequence[int] | None = None,
         paddings: Sequence[int] | None = None,
+        conv_autocast: str | None = None,
     ) -> None:
         super().__init__()
         self.conv = Conv2dHeadModel(
@@ -59,6 +60,7 @@ class AtariLstmModel(torch.nn.Module):
             paddings=paddings or [0, 1],
             use_maxpool=use_maxpool,
             hidden_sizes=fc_sizes,
+            autocast=conv_autocast,
         )
         self.lstm = torch.nn.LSTM(self.conv.output_size + output_size + 1, lstm_size)
         self.pi = torch.nn.Linear(lstm_size, output_size)
