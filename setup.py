@@ -9,6 +9,8 @@ extras = {
     "mujoco": ["mujoco>=2.3.3", "imageio>=2.14"],
     "tensorboard": ["tensorboard>=2.10"],
     "plots": ["matplotlib>=3.5"],
+    # rlframe.utils.report: bootstrap confidence intervals (scipy) and their figures.
+    "report": ["scipy>=1.15", "matplotlib>=3.5"],
     # rlframe evaluate --video: MP4 through imageio's ffmpeg (GIF needs only Pillow);
     # gymnasium's classic control envs draw their frames with pygame.
     "video": ["imageio>=2.9", "imageio-ffmpeg>=0.4", "pygame>=2.1"],
@@ -17,10 +19,11 @@ extras = {
     # RaySampler (rlframe.samplers.ray): sampling on Ray actors, locally or on a cluster.
     "ray": ["ray>=2.9"],
 }
-# The test suite covers the MuJoCo examples, TensorBoard logging, videos, RaySampler and
+# The test suite covers the MuJoCo examples, TensorBoard logging, videos, RaySampler, reports and
 # plots too; pytest-xdist runs it in worker processes (pytest -n 2).
 extras["test"] = (["pytest>=7", "pytest-timeout>=2", "pytest-xdist>=3.2"] + extras["mujoco"]
-                  + extras["tensorboard"] + extras["video"] + extras["ray"] + extras["plots"])
+                  + extras["tensorboard"] + extras["video"] + extras["ray"] + extras["plots"]
+                  + extras["report"])
 # Every optional feature at once (envpool included); atari-py is the legacy Atari stack,
 # a source build that ale-py (core) makes unnecessary.
 extras["all"] = sorted({req for name, reqs in extras.items() if name != "atari" for req in reqs})
