@@ -22,6 +22,7 @@ COMMANDS = (
     "evaluate",
     "resume",
     "plot",
+    "report",
     "autotune",
 )
 

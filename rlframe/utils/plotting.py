@@ -235,7 +235,7 @@ def learning_curves(run_dirs: Iterable[str], key: str = "ReturnAverage",
 
 
 def _setting_curve(label: str, runs: list[str], key: str, x_key: str) -> SettingCurve:
-    xy = [_run_xy(run, key, x_key) for run in runs]
+    xy = [run_xy(run, key, x_key) for run in runs]
     start, end = max(x[0] for x, _ in xy), min(x[-1] for x, _ in xy)
     if start > end:
         raise PlotError(f"the runs of {label!r} share no range of {x_key}: "
@@ -247,7 +247,7 @@ def _setting_curve(label: str, runs: list[str], key: str, x_key: str) -> Setting
                         low=ys.min(axis=0), high=ys.max(axis=0))
 
 
-def _run_xy(run_dir: str, key: str, x_key: str) -> tuple[np.ndarray, np.ndarray]:
+def run_xy(run_dir: str, key: str, x_key: str) -> tuple[np.ndarray, np.ndarray]:
     """A run's (x, y) rows without NaNs, sorted by x."""
     columns = load_progress(run_dir)
     where = os.path.join(run_dir, "progress.csv")
@@ -293,13 +293,13 @@ def plot_runs(run_dirs: Iterable[str], out_file: str, key: str = "ReturnAverage"
     if not os.path.isdir(os.path.dirname(out_file)):
         raise FileNotFoundError(f"the directory of {out_file} does not exist")
     figure = _figure(curves, key, x_key, title)
-    _check_format(figure, out_file)
+    check_format(figure, out_file)
     figure.savefig(out_file, dpi=150, bbox_inches="tight")
     return out_file
 
 
 def _figure(curves: list[SettingCurve], key: str, x_key: str, title: str | None) -> Any:
-    Figure, FigureCanvasAgg, FuncFormatter = _matplotlib()
+    Figure, FigureCanvasAgg, FuncFormatter = matplotlib_classes()
     figure = Figure(figsize=(8, 4.5))
     FigureCanvasAgg(figure)
     ax = figure.add_subplot()
@@ -323,7 +323,8 @@ def _figure(curves: list[SettingCurve], key: str, x_key: str, title: str | None)
     return figure
 
 
-def _check_format(figure: Any, out_file: str) -> None:
+def check_format(figure: Any, out_file: str) -> None:
+    """A ``PlotError`` unless ``figure``'s canvas writes ``out_file``'s extension."""
     extension = os.path.splitext(out_file)[1].lstrip(".").lower()
     supported = figure.canvas.get_supported_filetypes()
     if extension not in supported:
@@ -331,7 +332,7 @@ def _check_format(figure: Any, out_file: str) -> None:
                         f"{', '.join('.' + e for e in sorted(supported))}")
 
 
-def _matplotlib() -> tuple[Any, Any, Any]:
+def matplotlib_classes() -> tuple[Any, Any, Any]:
     """matplotlib's Figure, Agg canvas and FuncFormatter, imported on first use."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg

@@ -1,0 +1,82 @@
+"""``rlframe report``: scores of runs by setting, with confidence intervals."""
+from __future__ import annotations
+
+import argparse
+import os
+
+from rlframe.cli import CommandError
+
+EXAMPLES = """\
+Each RUN_DIR is a run directory (holding progress.csv) or a folder holding run_*
+directories at any depth. Runs whose params.json differ only in run_ID and seeds form
+one setting; its task is params.json's env_id. For each setting the table gives the
+final score (KEY at the last step every run of the setting reached) and the best one
+(the largest up to there), as the interquartile mean, mean and median over runs, with
+95% stratified bootstrap intervals. With -o DIR it also writes DIR/report.md and
+DIR/curves.png (IQM over runs against X_KEY, with its interval as a band; needs
+matplotlib).
+
+examples:
+  rlframe report runs/ppo_HalfCheetah-v5
+  rlframe report runs/sac runs/td3 -o report/
+  rlframe report runs --key "Diagnostics/CumTime (s)" --confidence 0.9
+"""
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add the ``report`` command to the ``rlframe`` parser's subparsers."""
+    parser = subparsers.add_parser(
+        "report", help="scores of runs by setting, with confidence intervals",
+        description="Final and best scores of runs by setting: interquartile mean, mean "
+                    "and median over runs with stratified bootstrap intervals.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
+                        help="run directory, or a folder holding run_* directories")
+    parser.add_argument("-o", "--out", metavar="DIR", default=None,
+                        help="also write report.md and curves.png into DIR (made if missing)")
+    parser.add_argument("--key", default="ReturnAverage",
+                        help="score column of progress.csv (default: ReturnAverage)")
+    parser.add_argument("--x-key", default="CumSteps",
+                        help="budget column (default: CumSteps)")
+    parser.add_argument("--confidence", type=float, default=0.95,
+                        help="confidence level of the intervals (default: 0.95)")
+    parser.add_argument("--resamples", type=int, default=2000,
+                        help="bootstrap resamples (default: 2000)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the resampling")
+    parser.set_defaults(run=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the table (and write the files); user errors become ``CommandError``."""
+    if not 0 < args.confidence < 1:
+        raise CommandError(f"--confidence {args.confidence}: give a level in (0, 1), e.g. 0.95")
+    if args.resamples < 1:
+        raise CommandError(f"--resamples {args.resamples}: give a positive number")
+    if args.out is not None and os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise CommandError(f"-o {args.out} is a file; name a directory for report.md and "
+                           "curves.png")
+    try:
+        from rlframe.utils.plotting import PlotError
+        from rlframe.utils.report.runs import (iqm_curves, markdown_table, plot_iqm_curves,
+                                               setting_reports)
+    except ImportError as e:
+        raise CommandError(f"{e}; rlframe report needs scipy: pip install rlframe[report]"
+                           ) from e
+    try:
+        reports = setting_reports(args.run_dirs, args.key, args.x_key, args.confidence,
+                                  args.resamples, args.seed)
+        table = markdown_table(reports, args.key, args.confidence)
+        print(table, end="")
+        if args.out is not None:
+            os.makedirs(args.out, exist_ok=True)
+            with open(os.path.join(args.out, "report.md"), "w") as f:
+                f.write(table)
+            curves = iqm_curves(reports, args.key, args.x_key, confidence=args.confidence,
+                                seed=args.seed)
+            path = plot_iqm_curves(curves, os.path.join(args.out, "curves.png"), args.key,
+                                   args.x_key)
+            print(f"Wrote {os.path.join(args.out, 'report.md')} and {path}")
+    except (PlotError, FileNotFoundError, ImportError) as e:
+        raise CommandError(e) from e
+    return 0

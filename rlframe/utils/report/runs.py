@@ -1,0 +1,185 @@
+"""Scores of run directories, by setting: final and best returns with confidence
+intervals, a Markdown table, and interquartile-mean learning curves.
+
+Runs are found and grouped into settings as ``rlframe plot`` groups them
+(:func:`rlframe.utils.plotting.group_runs`: the same experiment folder name and the
+same ``params.json`` but for ``run_ID`` and seeds). A setting's task is its
+``params.json`` ``env_id`` (what ``rlframe train`` records). Each run contributes its
+``key`` column (``ReturnAverage``: the evaluation's return where the runner evaluates,
+the training episodes' otherwise) against ``x_key`` (``CumSteps``):
+
+* *final*: its value at the last ``x_key`` every run of the setting reached
+  (interpolated between log points), so that all runs count at the same budget;
+* *best*: its largest value up to there.
+
+Across a setting's runs each is summarized by mean, median and interquartile mean,
+with stratified bootstrap intervals (:mod:`rlframe.utils.report.stats`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any, Iterable
+
+import numpy as np
+
+from rlframe.utils.plotting import (PlotError, find_run_dirs, format_count, group_runs,
+                                    run_xy)
+from rlframe.utils.report.stats import STATISTICS, Estimate, interval_estimate
+
+UNKNOWN_TASK = "(no env_id)"
+
+
+@dataclasses.dataclass(frozen=True)
+class SettingReport:
+    """One setting's scores.
+
+    Attributes:
+        label: the setting's name (experiment folder and the params that differ).
+        task: its ``env_id``.
+        run_dirs: its runs.
+        steps: the last ``x_key`` value every run reached (where *final* is read).
+        final: statistic name -> :class:`Estimate` of the runs' final values.
+        best: statistic name -> :class:`Estimate` of the runs' best values.
+        finals: [runs] each run's final value.
+    """
+    label: str
+    task: str
+    run_dirs: tuple[str, ...]
+    steps: float
+    final: dict[str, Estimate]
+    best: dict[str, Estimate]
+    finals: tuple[float, ...]
+
+
+def task_of(run_dir: str) -> str:
+    """The ``env_id`` in ``run_dir``'s ``params.json`` (``UNKNOWN_TASK`` without one)."""
+    path = os.path.join(run_dir, "params.json")
+    if not os.path.isfile(path):
+        return UNKNOWN_TASK
+    with open(path) as f:
+        try:
+            params = json.load(f)
+        except json.JSONDecodeError as e:
+            raise PlotError(f"{path} is not valid JSON: {e}") from e
+    env_id = params.get("env_id") if isinstance(params, dict) else None
+    return str(env_id) if env_id else UNKNOWN_TASK
+
+
+def setting_reports(paths: Iterable[str], key: str = "ReturnAverage", x_key: str = "CumSteps",
+                    confidence: float = 0.95, n_resamples: int = 2000,
+                    seed: int | None = 0) -> list[SettingReport]:
+    """Each setting's final and best ``key`` over its runs, in first-seen order.
+
+    Args:
+        paths: run directories and folders holding them.
+        key: the score column (full name or last ``/`` part).
+        x_key: the budget column.
+        confidence, n_resamples, seed: of the bootstrap intervals.
+    """
+    reports = []
+    for label, runs in group_runs(find_run_dirs(paths)).items():
+        xy = [run_xy(run, key, x_key) for run in runs]
+        end = min(x[-1] for x, _ in xy)
+        finals, bests = [], []
+        for run, (x, y) in zip(runs, xy):
+            if x[0] > end:
+                raise PlotError(f"the runs of {label!r} share no range of {x_key}: {run} "
+                                f"starts at {x[0]:g}, after another run ends at {end:g}")
+            finals.append(float(np.interp(end, x, y)))
+            bests.append(float(y[x <= end].max()))
+        tasks = {task_of(run) for run in runs}
+        task = tasks.pop() if len(tasks) == 1 else " + ".join(sorted(tasks))
+        final = {name: interval_estimate({task: finals}, name, confidence, n_resamples, seed)
+                 for name in STATISTICS}
+        best = {name: interval_estimate({task: bests}, name, confidence, n_resamples, seed)
+                for name in STATISTICS}
+        reports.append(SettingReport(label, task, tuple(runs), float(end), final, best,
+                                     tuple(finals)))
+    return reports
+
+
+def _cell(estimate: Estimate) -> str:
+    if np.isnan(estimate.low):
+        return f"{estimate.point:.4g}"
+    return f"{estimate.point:.4g} [{estimate.low:.4g}, {estimate.high:.4g}]"
+
+
+def markdown_table(reports: list[SettingReport], key: str = "ReturnAverage",
+                   confidence: float = 0.95) -> str:
+    """The reports as a Markdown table: one row per setting, IQM, mean and median of
+    the final values and the IQM of the best, each with its interval in brackets."""
+    ci = f"{confidence:.0%} CI"
+    header = (f"| setting | task | runs | steps | final IQM [{ci}] | final mean [{ci}] "
+              f"| final median | best IQM [{ci}] |")
+    lines = [header, "|" + "---|" * 8]
+    for r in reports:
+        lines.append(f"| {r.label} | {r.task} | {len(r.run_dirs)} | {format_count(r.steps)} "
+                     f"| {_cell(r.final['iqm'])} | {_cell(r.final['mean'])} "
+                     f"| {r.final['median'].point:.4g} | {_cell(r.best['iqm'])} |")
+    notes = [f"Scores: {key.rsplit('/', 1)[-1]} at the last step every run of the setting "
+             "reached (final) and its largest value up to there (best); IQM: the mean of "
+             f"the middle half of the runs; intervals: stratified bootstrap, {ci}."]
+    if any(np.isnan(r.final["iqm"].low) for r in reports):
+        notes.append("A setting without an interval has a single run.")
+    return "\n".join(lines) + "\n\n" + " ".join(notes) + "\n"
+
+
+def iqm_curves(reports: list[SettingReport], key: str = "ReturnAverage",
+               x_key: str = "CumSteps", points: int = 50, confidence: float = 0.95,
+               n_resamples: int = 1000, seed: int | None = 0
+               ) -> list[dict[str, Any]]:
+    """Each setting's IQM over runs against ``x_key``, with its interval, on up to
+    ``points`` values of ``x_key`` up to the setting's shared end.
+
+    Returns:
+        One dict per setting: ``label``, ``task``, ``runs`` and arrays ``x``, ``iqm``,
+        ``low``, ``high`` (NaN bounds for a single run).
+    """
+    curves = []
+    for report in reports:
+        xy = [run_xy(run, key, x_key) for run in report.run_dirs]
+        start = max(x[0] for x, _ in xy)
+        grid = np.unique(np.concatenate([x for x, _ in xy]))
+        grid = grid[(grid >= start) & (grid <= report.steps)]
+        if len(grid) > points:
+            grid = grid[np.linspace(0, len(grid) - 1, points).round().astype(int)]
+        ys = np.stack([np.interp(grid, x, y) for x, y in xy])  # [runs, points]
+        estimates = [interval_estimate({report.task: ys[:, i]}, "iqm", confidence,
+                                       n_resamples, seed) for i in range(len(grid))]
+        curves.append(dict(label=report.label, task=report.task, runs=len(report.run_dirs),
+                           x=grid, iqm=np.array([e.point for e in estimates]),
+                           low=np.array([e.low for e in estimates]),
+                           high=np.array([e.high for e in estimates])))
+    return curves
+
+
+def plot_iqm_curves(curves: list[dict[str, Any]], out_file: str, key: str = "ReturnAverage",
+                    x_key: str = "CumSteps") -> str:
+    """Draw :func:`iqm_curves` to ``out_file`` (one panel per task, each setting a line
+    with its interval as a band); returns the file's absolute path."""
+    from rlframe.utils.plotting import check_format, matplotlib_classes
+    Figure, FigureCanvasAgg, FuncFormatter = matplotlib_classes()
+    tasks = list(dict.fromkeys(curve["task"] for curve in curves))
+    figure = Figure(figsize=(6 * len(tasks) + 3, 4.5))
+    FigureCanvasAgg(figure)
+    for i, task in enumerate(tasks):
+        ax = figure.add_subplot(1, len(tasks), i + 1)
+        for curve in (c for c in curves if c["task"] == task):
+            line, = ax.plot(curve["x"], curve["iqm"], lw=1.8,
+                            label=f"{curve['label']}, {curve['runs']} run"
+                                  f"{'s' if curve['runs'] > 1 else ''}")
+            if not np.isnan(curve["low"]).all():
+                ax.fill_between(curve["x"], curve["low"], curve["high"],
+                                color=line.get_color(), alpha=0.2, lw=0)
+        ax.set_title(task)
+        ax.set_xlabel(x_key.rsplit("/", 1)[-1])
+        ax.set_ylabel(f"{key.rsplit('/', 1)[-1]}, IQM over runs")
+        ax.xaxis.set_major_formatter(FuncFormatter(format_count))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small", frameon=False)
+    out_file = os.path.abspath(out_file)
+    check_format(figure, out_file)
+    figure.savefig(out_file, dpi=150, bbox_inches="tight")
+    return out_file

@@ -1,0 +1,93 @@
+"""``rlframe report`` and rlframe.utils.report.runs: scores of runs by setting."""
+import os
+
+import numpy as np
+import pytest
+
+pytest.importorskip("scipy")
+
+from rlframe.cli import main  # noqa: E402
+from rlframe.utils.report.runs import markdown_table, setting_reports  # noqa: E402
+from test_plotting import write_run  # noqa: E402
+
+# 2 settings x 5 seeds; each run's final return (at step 300) and its best.
+FINALS = {0.001: [10., 20., 30., 40., 500.], 0.0003: [1., 2., 3., 4., 5.]}
+
+
+def params(lr, seed, run_ID):
+    return dict(env_id="HalfCheetah-v5", algo=dict(learning_rate=lr), seed=seed,
+                run_ID=run_ID)
+
+
+@pytest.fixture
+def runs(in_tmp_cwd):
+    """``runs/run_0..9``: each run rises to twice its final return at step 200, then
+    falls to its final return at step 300; one run of each setting logs on to step 400."""
+    root = in_tmp_cwd / "runs"
+    run_ID = 0
+    for lr, finals in FINALS.items():
+        for seed, final in enumerate(finals):
+            steps, returns = [0, 100, 200, 300], [0., final, 2 * final, final]
+            if seed == 0:  # Longer: its later rows are past the setting's shared end.
+                steps, returns = steps + [400], returns + [1e6]
+            write_run(root / f"run_{run_ID}", params(lr, seed, run_ID), steps, returns)
+            run_ID += 1
+    return root
+
+
+def test_final_and_best_iqm_are_those_of_a_hand_computation(runs):
+    reports = setting_reports([runs], n_resamples=4000)
+    assert [r.label for r in reports] == ["runs (algo.learning_rate=0.001)",
+                                          "runs (algo.learning_rate=0.0003)"]
+    for report, finals in zip(reports, FINALS.values()):
+        assert report.task == "HalfCheetah-v5" and len(report.run_dirs) == 5
+        assert report.steps == 300  # Where every run has logged; the 400 rows are left out.
+        assert report.finals == tuple(finals)
+        middle = sorted(finals)[1:4]  # Of 5 runs, floor(5 / 4) = 1 cut at each end.
+        assert report.final["iqm"].point == pytest.approx(np.mean(middle))
+        assert report.best["iqm"].point == pytest.approx(2 * np.mean(middle))
+        assert report.final["mean"].point == pytest.approx(np.mean(finals))
+        assert report.final["median"].point == pytest.approx(np.median(finals))
+        # Bootstrap by hand: 5 runs resampled with replacement, IQM of each resample.
+        rng = np.random.default_rng(3)
+        values = [np.mean(np.sort(rng.choice(finals, 5))[1:4]) for _ in range(20000)]
+        # The resampled IQMs take few values: each bound must be a value the hand-made
+        # distribution has within a percentile point of 2.5% and 97.5%.
+        estimate = report.final["iqm"]
+        low_range = np.percentile(values, [1.5, 3.5])
+        high_range = np.percentile(values, [96.5, 98.5])
+        assert low_range[0] - 1e-9 <= estimate.low <= low_range[1] + 1e-9
+        assert high_range[0] - 1e-9 <= estimate.high <= high_range[1] + 1e-9
+        assert estimate.low < estimate.point < estimate.high
+
+
+def test_command_prints_the_table_and_writes_the_files(runs, capsys):
+    assert main(["report", str(runs), "-o", "out"]) == 0
+    out = capsys.readouterr().out
+    assert "| runs (algo.learning_rate=0.001) | HalfCheetah-v5 | 5 | 300 | 30 [" in out
+    assert "| runs (algo.learning_rate=0.0003) | HalfCheetah-v5 | 5 | 300 | 3 [" in out
+    with open(os.path.join("out", "report.md")) as f:
+        assert f.read() in out
+    assert os.path.getsize(os.path.join("out", "curves.png")) > 1000
+
+
+def test_a_single_run_has_no_interval(in_tmp_cwd):
+    write_run(in_tmp_cwd / "one" / "run_0", params(0.1, 0, 0), [0, 10], [1., 2.])
+    report, = setting_reports([in_tmp_cwd / "one"])
+    assert report.final["iqm"].point == 2. and np.isnan(report.final["iqm"].low)
+    assert "A setting without an interval has a single run." in markdown_table([report])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--confidence", "95"], "--confidence 95.0: give a level in"),
+    (["--resamples", "0"], "--resamples 0: give a positive number"),
+    (["--key", "Retrun"], "Retrun"),
+])
+def test_bad_input(runs, capsys, argv, message):
+    assert main(["report", str(runs)] + argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_missing_directory(in_tmp_cwd, capsys):
+    assert main(["report", "nowhere"]) == 2
+    assert "no such directory: nowhere" in capsys.readouterr().err
