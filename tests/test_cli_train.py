@@ -109,6 +109,17 @@ def test_atari_ids_name_the_game(env_id):
     assert config["batch_T"] == 4
 
 
+@pytest.mark.parametrize("algo", ["ppo", "dqn"])
+def test_atari_evaluation_lets_every_eval_env_finish_a_game(algo):
+    """eval_max_steps counts the steps of all eval envs: each gets a whole game (up to
+    AtariEnv's horizon), or evaluations of longer games end with no episode (NaN)."""
+    runner, _ = build_experiment(dict(algo=algo, env_id="pong"))
+    sampler = runner.sampler
+    horizon = AtariEnv(game="pong").horizon
+    assert sampler.eval_max_steps // sampler.eval_n_envs >= horizon
+    assert sampler.eval_max_trajectories <= sampler.eval_n_envs
+
+
 def test_train_ppo_through_the_parser(tmp_path, capsys):
     args = parse("ppo", "CartPole-v1", "--n-steps", "4096", "--log-interval-steps", "2048",
                  "--log-dir", str(tmp_path / "runs"), "--run-id", "3", "--seed", "11")

@@ -77,7 +77,10 @@ _EVAL = {
     "discrete": dict(eval_n_envs=4, eval_max_steps=4000, eval_max_trajectories=8),
     "continuous": dict(eval_n_envs=5, eval_max_steps=5000, eval_max_trajectories=5),
     "mujoco": dict(eval_n_envs=5, eval_max_steps=10000, eval_max_trajectories=5),
-    "atari": dict(eval_n_envs=10, eval_max_steps=10000, eval_max_trajectories=5),
+    # Each of the 5 eval envs may play a whole game: AtariEnv's horizon is 27,000 steps
+    # (a trained Pong agent's games take several thousand; 1,000 steps per env, as 10
+    # envs in 10,000 steps had, finished none once play got longer than that).
+    "atari": dict(eval_n_envs=5, eval_max_steps=5 * 27000, eval_max_trajectories=5),
 }
 
 

@@ -70,7 +70,10 @@ class DiagnosticsRow:
         """The evaluating runners' head: the evaluation summarized below (warns in
         debug.log when it completed no trajectory) and the seconds spent evaluating."""
         if not eval_traj_infos:
-            self.logger.log("WARNING: had no complete trajectories in eval.")
+            self.logger.log("WARNING: had no complete trajectories in eval: this row's returns "
+                            "are NaN. Give the evaluation more steps (the sampler's "
+                            "eval_max_steps counts the steps of all eval envs together) "
+                            "or fewer eval envs (eval_n_envs).")
         self.add("StepsInEval", steps_in(eval_traj_infos))
         self.add("TrajsInEval", len(eval_traj_infos))
         self.add("CumEvalTime", cum_eval_time)
