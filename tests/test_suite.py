@@ -1,10 +1,12 @@
 """Benchmark suites as data (rlframe.presets.suite): checked before anything runs."""
 import json
+import os
 
 import pytest
 
 from rlframe.presets.suite import Reference, SuiteError, load_suite
 
+SUITES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks", "suite")
 ENTRY = dict(algo="ppo", env_id="CartPole-v1", n_steps=2048, seeds=2,
              config=dict(batch_B=4, kwargs=dict(algo=dict(epochs=2))),
              reference=dict(score=500, steps=100000, source="the env's maximum return"))
@@ -60,3 +62,11 @@ def test_a_missing_or_broken_file(tmp_path):
     (tmp_path / "bad.json").write_text("{")
     with pytest.raises(SuiteError, match="bad.json is not valid JSON"):
         load_suite(str(tmp_path / "bad.json"))
+
+
+@pytest.mark.parametrize("name", sorted(f for f in os.listdir(SUITES) if f.endswith(".json")))
+def test_the_shipped_suites_load(name):
+    """Every suite in benchmarks/suite/ is valid, each entry's experiment built once."""
+    pytest.importorskip("mujoco")
+    suite = load_suite(os.path.join(SUITES, name))
+    assert suite.entries and all(entry.reference is not None for entry in suite.entries)

@@ -23,6 +23,7 @@ COMMANDS = (
     "resume",
     "plot",
     "report",
+    "benchmark",
     "autotune",
 )
 

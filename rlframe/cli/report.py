@@ -14,11 +14,15 @@ final score (KEY at the last step every run of the setting reached) and the best
 (the largest up to there), as the interquartile mean, mean and median over runs, with
 95% stratified bootstrap intervals. With -o DIR it also writes DIR/report.md and
 DIR/curves.png (IQM over runs against X_KEY, with its interval as a band; needs
-matplotlib).
+matplotlib). With --suite SUITE, each setting whose folder is an entry's label (as
+`rlframe benchmark` writes them) gets the entry's reference score and its final IQM as
+a fraction of it; the fractions of several tasks are pooled (IQM, mean, median with
+intervals) and drawn as a performance profile (DIR/profile.png).
 
 examples:
   rlframe report runs/ppo_HalfCheetah-v5
   rlframe report runs/sac runs/td3 -o report/
+  rlframe report results/mujoco --suite benchmarks/suite/mujoco_1m.json -o results/mujoco
   rlframe report runs --key "Diagnostics/CumTime (s)" --confidence 0.9
 """
 
@@ -38,6 +42,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         help="score column of progress.csv (default: ReturnAverage)")
     parser.add_argument("--x-key", default="CumSteps",
                         help="budget column (default: CumSteps)")
+    parser.add_argument("--suite", metavar="SUITE", default=None,
+                        help="suite file whose reference scores the runs are compared with "
+                             "(runs in <DIR>/<label>/run_<seed>, as `rlframe benchmark` "
+                             "writes them)")
     parser.add_argument("--confidence", type=float, default=0.95,
                         help="confidence level of the intervals (default: 0.95)")
     parser.add_argument("--resamples", type=int, default=2000,
@@ -56,9 +64,11 @@ def run(args: argparse.Namespace) -> int:
     if args.out is not None and os.path.exists(args.out) and not os.path.isdir(args.out):
         raise CommandError(f"-o {args.out} is a file; name a directory for report.md and "
                            "curves.png")
+    references = _references(args.suite)
     try:
         from rlframe.utils.plotting import PlotError
-        from rlframe.utils.report.runs import (iqm_curves, markdown_table, plot_iqm_curves,
+        from rlframe.utils.report.runs import (iqm_curves, markdown_table, normalized_scores,
+                                               plot_iqm_curves, plot_performance_profile,
                                                setting_reports)
     except ImportError as e:
         raise CommandError(f"{e}; rlframe report needs scipy: pip install rlframe[report]"
@@ -66,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         reports = setting_reports(args.run_dirs, args.key, args.x_key, args.confidence,
                                   args.resamples, args.seed)
-        table = markdown_table(reports, args.key, args.confidence)
+        table = markdown_table(reports, args.key, args.confidence, references)
         print(table, end="")
         if args.out is not None:
             os.makedirs(args.out, exist_ok=True)
@@ -76,7 +86,26 @@ def run(args: argparse.Namespace) -> int:
                                 seed=args.seed)
             path = plot_iqm_curves(curves, os.path.join(args.out, "curves.png"), args.key,
                                    args.x_key)
-            print(f"Wrote {os.path.join(args.out, 'report.md')} and {path}")
+            written = [os.path.join(args.out, "report.md"), path]
+            pooled = normalized_scores(reports, references)
+            if len(pooled) > 1:
+                written.append(plot_performance_profile(
+                    pooled, os.path.join(args.out, "profile.png"), args.confidence,
+                    args.seed))
+            print(f"Wrote {', '.join(written)}")
     except (PlotError, FileNotFoundError, ImportError) as e:
         raise CommandError(e) from e
     return 0
+
+
+def _references(suite_path: str | None) -> dict:
+    """Reference scores of ``suite_path``'s entries by label ({} without a suite)."""
+    if suite_path is None:
+        return {}
+    from rlframe.presets.suite import SuiteError, load_suite
+    try:
+        suite = load_suite(suite_path, check_experiments=False)
+    except SuiteError as error:
+        raise CommandError(f"--suite {suite_path}: {error}") from None
+    return {entry.label: entry.reference for entry in suite.entries
+            if entry.reference is not None}

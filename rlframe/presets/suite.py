@@ -32,6 +32,7 @@ import os
 from typing import Any
 
 from rlframe.presets.build import CONFIG_KEYS, _did_you_mean, build_experiment
+from rlframe.utils.report.runs import Reference
 
 SUITE_KEYS = ("name", "description", "runs")
 ENTRY_KEYS = ("algo", "env_id", "n_steps", "seeds", "config", "reference", "label")
@@ -43,15 +44,6 @@ _ENTRY_SET = ("algo", "env_id", "n_steps", "seed", "run_ID", "log_dir", "name",
 
 class SuiteError(ValueError):
     """A suite file that cannot run as written: the message names the entry and key."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Reference:
-    """A published score: ``score`` at ``steps`` env steps, from ``source``."""
-
-    score: float
-    steps: int
-    source: str
 
 
 @dataclasses.dataclass(frozen=True)

@@ -29,7 +29,9 @@ STOP_GRACE_S = 5.  # After SIGTERM, before SIGKILL, when the launcher is stopped
 
 
 @dataclass
-class _Run:
+class Run:
+    """One run of :func:`run_queue`: ``run_ID`` of the variant in ``log_dir``, with extra
+    command-line ``args``."""
     log_dir: str
     variant: dict
     run_ID: int
@@ -38,7 +40,7 @@ class _Run:
 
 @dataclass
 class _Running:
-    run: _Run
+    run: Run
     proc: subprocess.Popen
     launch_log: str
     start: float
@@ -159,10 +161,21 @@ def _run_grid(command: list[str], affinity_code: str, exp_dir: str, runs_per_set
               env: dict | None = None, stop_grace_s: float | None = None) -> list[RunResult]:
     """Run every (run_ID, variant) over the slots; returns results in launch order."""
     log_exps_tree(exp_dir, log_dirs, runs_per_setting)
-    queue = collections.deque(
-        _Run(os.path.join(exp_dir, log_dir), variant, run_ID, common_args + run_args)
-        for run_ID in range(runs_per_setting)
-        for variant, log_dir, run_args in zip(variants, log_dirs, runs_args))
+    runs = [Run(os.path.join(exp_dir, log_dir), variant, run_ID, common_args + run_args)
+            for run_ID in range(runs_per_setting)
+            for variant, log_dir, run_args in zip(variants, log_dirs, runs_args)]
+    return run_queue(command, affinity_code, exp_dir, runs, n_run_slots, set_egl_device, env,
+                     stop_grace_s)
+
+
+def run_queue(command: list[str], affinity_code: str, exp_dir: str, runs: Sequence[Run],
+              n_run_slots: int, set_egl_device: bool = False, env: dict | None = None,
+              stop_grace_s: float | None = None) -> list[RunResult]:
+    """Run ``runs`` in order over the slots (``command + [slot_code, log_dir, run_ID,
+    *args]`` each, pinned to its slot, output to ``<log_dir>/run_<run_ID>/launch.log``),
+    stopping them all on Ctrl-C, SIGTERM or an error; progress goes to ``exp_dir``'s
+    ``num_launched.txt`` and the summary names it. Returns results in launch order."""
+    queue = collections.deque(runs)
     total = len(queue)
     slots: list[_Running | None] = [None] * n_run_slots
     results: dict[int, RunResult] = {}

@@ -32,6 +32,15 @@ UNKNOWN_TASK = "(no env_id)"
 
 
 @dataclasses.dataclass(frozen=True)
+class Reference:
+    """A published score: ``score`` at ``steps`` env steps, from ``source``."""
+
+    score: float
+    steps: int
+    source: str
+
+
+@dataclasses.dataclass(frozen=True)
 class SettingReport:
     """One setting's scores.
 
@@ -43,6 +52,7 @@ class SettingReport:
         final: statistic name -> :class:`Estimate` of the runs' final values.
         best: statistic name -> :class:`Estimate` of the runs' best values.
         finals: [runs] each run's final value.
+        experiment: the name of the runs' experiment folder (a suite entry's label).
     """
     label: str
     task: str
@@ -51,6 +61,7 @@ class SettingReport:
     final: dict[str, Estimate]
     best: dict[str, Estimate]
     finals: tuple[float, ...]
+    experiment: str = ""
 
 
 def task_of(run_dir: str) -> str:
@@ -95,8 +106,9 @@ def setting_reports(paths: Iterable[str], key: str = "ReturnAverage", x_key: str
                  for name in STATISTICS}
         best = {name: interval_estimate({task: bests}, name, confidence, n_resamples, seed)
                 for name in STATISTICS}
+        experiment = os.path.basename(os.path.dirname(os.path.normpath(runs[0])))
         reports.append(SettingReport(label, task, tuple(runs), float(end), final, best,
-                                     tuple(finals)))
+                                     tuple(finals), experiment))
     return reports
 
 
@@ -107,23 +119,60 @@ def _cell(estimate: Estimate) -> str:
 
 
 def markdown_table(reports: list[SettingReport], key: str = "ReturnAverage",
-                   confidence: float = 0.95) -> str:
+                   confidence: float = 0.95,
+                   references: dict[str, Reference] | None = None) -> str:
     """The reports as a Markdown table: one row per setting, IQM, mean and median of
-    the final values and the IQM of the best, each with its interval in brackets."""
+    the final values and the IQM of the best, each with its interval in brackets; with
+    ``references`` (experiment folder -> :class:`Reference`), the reference and the
+    final IQM as a fraction of it, and the fractions pooled over tasks below."""
     ci = f"{confidence:.0%} CI"
+    references = references or {}
     header = (f"| setting | task | runs | steps | final IQM [{ci}] | final mean [{ci}] "
               f"| final median | best IQM [{ci}] |")
-    lines = [header, "|" + "---|" * 8]
+    columns = 8
+    if references:
+        header += " reference | final IQM / reference |"
+        columns += 2
+    lines = [header, "|" + "---|" * columns]
     for r in reports:
-        lines.append(f"| {r.label} | {r.task} | {len(r.run_dirs)} | {format_count(r.steps)} "
-                     f"| {_cell(r.final['iqm'])} | {_cell(r.final['mean'])} "
-                     f"| {r.final['median'].point:.4g} | {_cell(r.best['iqm'])} |")
+        line = (f"| {r.label} | {r.task} | {len(r.run_dirs)} | {format_count(r.steps)} "
+                f"| {_cell(r.final['iqm'])} | {_cell(r.final['mean'])} "
+                f"| {r.final['median'].point:.4g} | {_cell(r.best['iqm'])} |")
+        if references:
+            ref = references.get(r.experiment)
+            line += (" - | - |" if ref is None else
+                     f" {ref.score:.4g} at {format_count(ref.steps)} ({ref.source}) "
+                     f"| {r.final['iqm'].point / ref.score:.2f} |")
+        lines.append(line)
     notes = [f"Scores: {key.rsplit('/', 1)[-1]} at the last step every run of the setting "
              "reached (final) and its largest value up to there (best); IQM: the mean of "
              f"the middle half of the runs; intervals: stratified bootstrap, {ci}."]
     if any(np.isnan(r.final["iqm"].low) for r in reports):
         notes.append("A setting without an interval has a single run.")
-    return "\n".join(lines) + "\n\n" + " ".join(notes) + "\n"
+    short = [r.label for r in reports if r.experiment in references
+             and r.steps < references[r.experiment].steps]
+    if short:
+        notes.append(f"Trained for fewer steps than their reference: {', '.join(short)}.")
+    text = "\n".join(lines) + "\n\n" + " ".join(notes) + "\n"
+    pooled = normalized_scores(reports, references)
+    if len(pooled) > 1:
+        parts = [f"{name} {_cell(interval_estimate(pooled, name, confidence))}"
+                 for name in ("iqm", "mean", "median")]
+        text += (f"\nFinal scores as fractions of their references, pooled over {len(pooled)} "
+                 f"tasks (each task's runs resampled on their own): {'; '.join(parts)}.\n")
+    elif len({r.task for r in reports}) > 1:
+        text += ("\nScores of different tasks are not pooled: they are comparable only as "
+                 "fractions of reference scores (give the suite with references: "
+                 "`rlframe report ... --suite SUITE`).\n")
+    return text
+
+
+def normalized_scores(reports: list[SettingReport],
+                      references: dict[str, Reference] | None) -> dict[str, list[float]]:
+    """Each referenced setting's final values divided by its reference score, keyed by
+    ``task (setting)``."""
+    return {f"{r.task} ({r.label})": [v / references[r.experiment].score for v in r.finals]
+            for r in reports if references and r.experiment in references}
 
 
 def iqm_curves(reports: list[SettingReport], key: str = "ReturnAverage",
@@ -179,6 +228,33 @@ def plot_iqm_curves(curves: list[dict[str, Any]], out_file: str, key: str = "Ret
         ax.xaxis.set_major_formatter(FuncFormatter(format_count))
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small", frameon=False)
+    out_file = os.path.abspath(out_file)
+    check_format(figure, out_file)
+    figure.savefig(out_file, dpi=150, bbox_inches="tight")
+    return out_file
+
+
+def plot_performance_profile(pooled: dict[str, list[float]], out_file: str,
+                             confidence: float = 0.95, seed: int | None = 0) -> str:
+    """The fraction of runs (of all tasks) whose final score is above each fraction of
+    its reference, with its interval as a band; returns the file's absolute path."""
+    from rlframe.utils.plotting import check_format, matplotlib_classes
+    from rlframe.utils.report.stats import performance_profile
+    Figure, FigureCanvasAgg, _ = matplotlib_classes()
+    top = max(1.2, max(max(v) for v in pooled.values()) * 1.05)
+    taus = np.linspace(0., top, 61)
+    fraction, low, high = performance_profile(pooled, taus, confidence, seed=seed)
+    figure = Figure(figsize=(6, 4))
+    FigureCanvasAgg(figure)
+    ax = figure.add_subplot()
+    line, = ax.plot(taus, fraction, lw=1.8)
+    if not np.isnan(low).all():
+        ax.fill_between(taus, low, high, color=line.get_color(), alpha=0.2, lw=0)
+    ax.axvline(1., color="gray", lw=0.8, ls="--")
+    ax.set_xlabel("final score / reference score (tau)")
+    ax.set_ylabel("fraction of runs above tau")
+    ax.set_title(f"Performance profile over {len(pooled)} tasks")
+    ax.grid(alpha=0.3)
     out_file = os.path.abspath(out_file)
     check_format(figure, out_file)
     figure.savefig(out_file, dpi=150, bbox_inches="tight")

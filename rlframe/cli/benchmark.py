@@ -1,0 +1,160 @@
+"""``rlframe benchmark SUITE -o OUT``: run a benchmark suite over the machine's run slots,
+resumable.
+
+Every run of the suite (:mod:`rlframe.presets.suite`) lives in
+``OUT/<label>/run_<seed>``. A run that finished holds ``suite_done.json`` and is not
+run again; one that was stopped after its first snapshot is resumed from it (as
+``rlframe resume`` does); one stopped before any snapshot starts again. So after a
+kill, the same command completes the suite. The runs go through the experiment
+launcher (:func:`rlframe.utils.launching.grid.run_queue`): each in a process of its
+own, pinned to its run slot's cores, its output in ``launch.log`` in its run
+directory; Ctrl-C or SIGTERM stops them all.
+
+``python -m rlframe.cli.benchmark SLOT_CODE LOG_DIR RUN_ID`` is one run (what the
+launcher starts): it trains or resumes the run and marks it done.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+
+from rlframe.cli import CommandError
+
+DONE_FILE = "suite_done.json"
+SUITE_COPY = "suite.json"
+
+EXAMPLES = """\
+SUITE is a suite file (see benchmarks/suite/): entries of algo, env_id, n_steps,
+seeds, config and reference. Each run goes to OUT/<label>/run_<seed>. Run the same
+command again after a stop or a kill: finished runs are kept, stopped ones resume
+from their snapshots. --slots K runs K at once, each pinned to its share of the
+cores. Then `rlframe report OUT --suite SUITE` compares the results with the
+references.
+
+examples:
+  rlframe benchmark benchmarks/suite/mujoco_1m.json -o results/mujoco --slots 2
+  rlframe benchmark benchmarks/suite/mujoco_1m.json -o results/mujoco --dry-run
+"""
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add the ``benchmark`` command to the ``rlframe`` parser's subparsers."""
+    parser = subparsers.add_parser(
+        "benchmark", help="run a benchmark suite over the run slots, resumable",
+        description="Run every run of a benchmark suite, a run slot each; finished runs "
+                    "are kept and stopped ones resumed when the command runs again.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("suite", metavar="SUITE", help="suite file (JSON)")
+    parser.add_argument("-o", "--out", required=True, metavar="OUT",
+                        help="directory of the suite's runs (made if missing)")
+    parser.add_argument("--slots", type=int, default=1, metavar="K",
+                        help="runs at once, each pinned to cores // K cores (default: 1)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print what each run would do, run nothing")
+    parser.set_defaults(run=run)
+    return parser
+
+
+def run_state(run_dir: str) -> str:
+    """``"done"``, ``"resume"`` (a snapshot to continue from) or ``"new"``."""
+    from rlframe.utils.checkpoint import find_snapshot
+    if os.path.isfile(os.path.join(run_dir, DONE_FILE)):
+        return "done"
+    if os.path.isdir(run_dir) and find_snapshot(run_dir) is not None:
+        return "resume"
+    return "new"
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check the suite, print the plan, run what is not done; status 1 if a run failed."""
+    from rlframe.presets.suite import SuiteError, load_suite
+    from rlframe.utils.launching.affinity import encode_affinity
+    from rlframe.utils.launching.grid import Run, run_queue
+    from rlframe.utils.launching.pinning import usable_cpus
+
+    cores = len(usable_cpus() or range(os.cpu_count() or 1))
+    if not 1 <= args.slots <= cores:
+        raise CommandError(f"--slots {args.slots}: give 1 to {cores} (this process may use "
+                           f"{cores} cores; each run gets cores // slots of them)")
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise CommandError(f"-o {args.out} is a file; name a directory for the suite's runs")
+    try:
+        suite = load_suite(args.suite)
+    except SuiteError as error:
+        raise CommandError(f"{args.suite}: {error}") from None
+    with open(args.suite) as f:
+        suite_text = json.load(f)
+    copy = os.path.join(args.out, SUITE_COPY)
+    if os.path.isfile(copy):
+        with open(copy) as f:
+            if json.load(f) != suite_text:
+                raise CommandError(f"{args.out} holds the runs of another version of the suite "
+                                   f"({copy} differs from {args.suite}); give a new -o, or "
+                                   "remove the folder to start over")
+    runs, plan = [], []
+    for entry in suite.entries:
+        for seed in entry.seeds:
+            state = run_state(entry.run_dir(args.out, seed))
+            plan.append(f"  {entry.label}/run_{seed}: {state}")
+            if state != "done":
+                config = {k: v for k, v in entry.train_config(seed).items() if k != "seed"}
+                runs.append(Run(os.path.join(os.path.abspath(args.out), entry.label),
+                                dict(config=config, label=entry.label), seed, ()))
+    print(f"Suite {suite.name!r}: {len(plan)} runs in {args.out}, {len(runs)} to run "
+          f"({args.slots} at once):\n" + "\n".join(plan), flush=True)
+    if args.dry_run or not runs:
+        return 0
+    os.makedirs(args.out, exist_ok=True)
+    with open(copy, "w") as f:
+        json.dump(suite_text, f, indent=1)
+    code = encode_affinity(n_cpu_core=cores, n_gpu=0, cpu_per_run=cores // args.slots,
+                           hyperthread_offset=0, n_socket=1)
+    results = run_queue([sys.executable, "-m", "rlframe.cli.benchmark"], code, args.out, runs,
+                        n_run_slots=args.slots)
+    failed = [r for r in results if not r.ok]
+    print(f"{len(results) - len(failed)} of {len(results)} runs finished; "
+          f"`rlframe report {args.out} --suite {args.suite}` summarizes them.", flush=True)
+    return 1 if failed else 0
+
+
+def child_main(argv: list[str]) -> None:
+    """One run: ``SLOT_CODE LOG_DIR RUN_ID`` (RUN_ID is the seed); train it, or resume it
+    from its snapshot, then mark it done."""
+    from rlframe.cli import resume
+    from rlframe.presets import build_experiment
+    from rlframe.utils.launching.variant import load_variant
+    from rlframe.utils.logging.context import logger_context
+
+    _, log_dir, run_ID = argv[:3]
+    seed = int(run_ID)
+    variant = load_variant(log_dir)
+    config, label = dict(variant["config"], seed=seed), variant["label"]
+    run_dir = os.path.join(log_dir, f"run_{seed}")
+    state = run_state(run_dir)
+    print(f"{label}/run_{seed}: {state}", flush=True)
+    if state == "done":
+        return
+    if state == "resume":
+        resume.run(argparse.Namespace(run_dir=run_dir))
+    else:
+        if os.path.isdir(run_dir):  # Stopped before its first snapshot: start again.
+            for name in os.listdir(run_dir):
+                if name != "launch.log":  # This run's own output, being written.
+                    path = os.path.join(run_dir, name)
+                    shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+        runner, full = build_experiment(config)
+        full.update(log_dir=log_dir, name=label, snapshot_mode="last")
+        with logger_context(log_dir, seed, label, full, snapshot_mode="last",
+                            override_prefix=True, if_exists="error"):
+            runner.train()
+    with open(os.path.join(run_dir, DONE_FILE), "w") as f:
+        json.dump(dict(n_steps=config["n_steps"], finished=time.strftime("%Y-%m-%d %H:%M:%S")),
+                  f)
+
+
+if __name__ == "__main__":
+    child_main(sys.argv[1:])

@@ -1,0 +1,119 @@
+"""``rlframe benchmark``: a suite's runs over run slots, kept, resumed or restarted."""
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from rlframe.cli import main
+
+pytest.importorskip("scipy")
+
+
+def tiny_suite(path, n_steps=2048, seeds=2, log_interval=1024):
+    path.write_text(json.dumps(dict(name="tiny", runs=[dict(
+        algo="ppo", env_id="CartPole-v1", n_steps=n_steps, seeds=seeds,
+        config=dict(log_interval_steps=log_interval, batch_B=2, batch_T=256,
+                    kwargs=dict(sampler=dict(eval_n_envs=0), algo=dict(epochs=1))),
+        reference=dict(score=500, steps=100000, source="CartPole-v1's maximum return"))])))
+    return str(path)
+
+
+def cum_steps(run_dir):
+    with open(os.path.join(run_dir, "progress.csv")) as f:
+        rows = list(csv.DictReader(f))
+    return [int(float(row["Diagnostics/CumSteps"])) for row in rows]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_suite_runs_over_two_slots_and_a_second_call_runs_nothing(in_tmp_cwd, capsys):
+    suite = tiny_suite(in_tmp_cwd / "tiny.json")
+    assert main(["benchmark", suite, "-o", "out", "--slots", "2"]) == 0
+    for seed in (0, 1):
+        run_dir = os.path.join("out", "ppo_CartPole-v1", f"run_{seed}")
+        assert os.path.isfile(os.path.join(run_dir, "suite_done.json"))
+        assert cum_steps(run_dir) == [1024, 2048]
+        with open(os.path.join(run_dir, "params.json")) as f:
+            assert json.load(f)["seed"] == seed
+    capsys.readouterr()
+    assert main(["benchmark", suite, "-o", "out"]) == 0
+    assert "0 to run" in capsys.readouterr().out
+    assert main(["report", "out", "--suite", suite]) == 0
+    out = capsys.readouterr().out
+    assert "| ppo_CartPole-v1 | CartPole-v1 | 2 | 2.05k |" in out
+    assert "500 at 100k (CartPole-v1's maximum return)" in out
+    assert "Trained for fewer steps than their reference: ppo_CartPole-v1." in out
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_killed_suite_completes_when_run_again(in_tmp_cwd):
+    """SIGKILL to the launcher while its second run trains: that run stops too (no
+    orphan); the same command then keeps the finished run and resumes the other from its
+    snapshot instead of starting it over."""
+    suite = tiny_suite(in_tmp_cwd / "tiny.json", n_steps=10240, log_interval=1024)
+    command = [sys.executable, "-m", "rlframe", "benchmark", suite, "-o", "out"]
+    launcher = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+    first = os.path.join("out", "ppo_CartPole-v1", "run_0")
+    second = os.path.join("out", "ppo_CartPole-v1", "run_1")
+    try:
+        deadline = time.monotonic() + 200
+        while not (os.path.isfile(os.path.join(second, "params.pkl"))
+                   and os.path.isfile(os.path.join(second, "progress.csv"))
+                   and len(cum_steps(second)) >= 2):
+            assert launcher.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        children = psutil.Process(launcher.pid).children(recursive=True)
+        os.kill(launcher.pid, signal.SIGKILL)
+        launcher.wait()
+        gone, alive = psutil.wait_procs(children, timeout=30)
+        assert not alive, f"runs left behind by the killed launcher: {alive}"
+    finally:
+        if launcher.poll() is None:
+            os.killpg(launcher.pid, signal.SIGKILL)
+    assert os.path.isfile(os.path.join(first, "suite_done.json"))
+    assert not os.path.isfile(os.path.join(second, "suite_done.json"))
+    first_mtime = os.path.getmtime(os.path.join(first, "progress.csv"))
+    killed_at = cum_steps(second)[-1]
+    assert 0 < killed_at < 10240
+    result = subprocess.run(command, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "run_0: done" in result.stdout and "run_1: resume" in result.stdout
+    assert os.path.getmtime(os.path.join(first, "progress.csv")) == first_mtime
+    steps = cum_steps(second)
+    assert steps == sorted(set(steps)) and steps[-1] == 10240  # Continued, not restarted.
+    assert killed_at in steps and steps[0] == 1024
+
+
+@pytest.mark.parametrize("change, message", [
+    (["--slots", "0"], "--slots 0: give 1 to"),
+    (["--dry-run", "-o", "tiny.json"], "-o tiny.json is a file"),
+])
+def test_bad_options(in_tmp_cwd, capsys, change, message):
+    suite = tiny_suite(in_tmp_cwd / "tiny.json")
+    assert main(["benchmark", suite, "-o", "out"] + change) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_bad_suite_is_refused_before_anything_runs(in_tmp_cwd, capsys):
+    (in_tmp_cwd / "bad.json").write_text(json.dumps(dict(name="bad", runs=[dict(
+        algo="ppo", env_id="CartPole-v1", n_steps=100, seeds=1,
+        reference=dict(score=1, steps=1))])))
+    assert main(["benchmark", "bad.json", "-o", "out"]) == 2
+    assert "has no 'source'" in capsys.readouterr().err
+    assert not os.path.exists("out")
+
+
+def test_another_version_of_the_suite_is_refused(in_tmp_cwd, capsys):
+    suite = tiny_suite(in_tmp_cwd / "tiny.json")
+    os.makedirs("out")
+    (in_tmp_cwd / "out" / "suite.json").write_text(json.dumps(dict(name="older", runs=[])))
+    assert main(["benchmark", suite, "-o", "out"]) == 2
+    assert "holds the runs of another version of the suite" in capsys.readouterr().err
