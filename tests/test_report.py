@@ -91,3 +91,24 @@ def test_bad_input(runs, capsys, argv, message):
 def test_missing_directory(in_tmp_cwd, capsys):
     assert main(["report", "nowhere"]) == 2
     assert "no such directory: nowhere" in capsys.readouterr().err
+
+
+def test_two_tasks_pool_only_as_fractions_of_their_references(in_tmp_cwd):
+    """Without references, scores of two tasks stay apart (and the table says why); with
+    them, each run's final score over its reference is pooled over the tasks."""
+    from rlframe.utils.report.runs import Reference, normalized_scores
+    for label, env_id, finals in (("ppo_a", "A-v0", [100., 200., 300.]),
+                                  ("ppo_b", "B-v0", [10., 20., 30.])):
+        for seed, final in enumerate(finals):
+            write_run(in_tmp_cwd / "out" / label / f"run_{seed}",
+                      dict(env_id=env_id, seed=seed, run_ID=seed), [0, 100], [0., final])
+    reports = setting_reports([in_tmp_cwd / "out"])
+    assert [r.experiment for r in reports] == ["ppo_a", "ppo_b"]
+    assert "Scores of different tasks are not pooled" in markdown_table(reports)
+    references = {"ppo_a": Reference(200., 100, "paper A"), "ppo_b": Reference(40., 100, "B")}
+    assert normalized_scores(reports, references) == {
+        "ppo_a (env_id=A-v0)": [0.5, 1., 1.5], "ppo_b (env_id=B-v0)": [0.25, 0.5, 0.75]}
+    table = markdown_table(reports, references=references)
+    assert "| 200 at 100 (paper A) | 1.00 |" in table and "| 40 at 100 (B) | 0.50 |" in table
+    # Pooled: 0.25 0.5 0.5 0.75 1 1.5; IQM cuts one at each end: mean(0.5, 0.5, 0.75, 1).
+    assert "pooled over 2 tasks (each task's runs resampled on their own): iqm 0.6875 [" in table

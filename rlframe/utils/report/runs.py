@@ -170,8 +170,8 @@ def markdown_table(reports: list[SettingReport], key: str = "ReturnAverage",
 def normalized_scores(reports: list[SettingReport],
                       references: dict[str, Reference] | None) -> dict[str, list[float]]:
     """Each referenced setting's final values divided by its reference score, keyed by
-    ``task (setting)``."""
-    return {f"{r.task} ({r.label})": [v / references[r.experiment].score for v in r.finals]
+    the setting's label."""
+    return {r.label: [v / references[r.experiment].score for v in r.finals]
             for r in reports if references and r.experiment in references}
 
 
