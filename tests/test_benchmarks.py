@@ -25,6 +25,9 @@ CASES = {
     "sac_updates.py": ["--rounds", "1", "--updates", "4"],
     "vs_sb3_scale.py": ["--quick", "--rounds", "1", "--only", "atari_ppo", "mujoco_ppo"],
     "scale_profile.py": ["--case", "mujoco_ppo", "--steps", "512", "--top", "3"],
+    "sb3_suite.py": [os.path.join(ROOT, "benchmarks", "suite", "mujoco_1m.json"), "-o", "out",
+                     "--only", "ppo_Hopper-v5", "td3_Hopper-v5", "--n-steps", "600",
+                     "--seeds", "1", "--evals", "2", "--eval-episodes", "1"],
     "vs_sb3.py": ["--only", "sampling", "ppo", "--seeds", "1", "--batch_B", "2",
                   "--sampling_steps", "128", "--rounds", "1", "--ppo_steps", "2048",
                   "--json", "vs_sb3.json"],
@@ -62,6 +65,8 @@ RATIO = {  # What each script's table prints next to its figures.
                         r"mujoco_ppo: median s/10k steps.*\n\s+ceiling\s+[\d,.]+ \("),
     "scale_profile.py": (r"rlframe mujoco_ppo: [\d,.]+ s/10k steps under the profiler .*\n"
                          r"part\s+seconds\s+share\n(.+\s+\d+\.\d\d\s+\d+\.\d%\n){3,}"),
+    "sb3_suite.py": (r"ppo_Hopper-v5_sb3/run_0: training 600 steps\n"
+                     r"td3_Hopper-v5_sb3/run_0: training 600 steps"),
     "autotune_check.py": r"autotune's choice in the grid: [\d,]+ env steps/s = \d\.\d\d of",
     # Where torch.compile cannot run, the script says so instead.
     "compile_speedup.py": r"speedup \d+\.\d\d|torch.compile cannot run here",
@@ -77,6 +82,7 @@ RATIO = {  # What each script's table prints next to its figures.
 }
 # Optional packages a script compares against or needs.
 NEEDS = {"vs_sb3.py": "stable_baselines3", "vs_sb3_scale.py": "stable_baselines3",
+         "sb3_suite.py": "stable_baselines3",
          "ray_sampling.py": "ray"}
 JSON_OUTPUTS = {"vs_sb3.py": ("vs_sb3.json", ["sampling", "ppo"])}  # File, top-level keys.
 

@@ -106,8 +106,9 @@ def test_two_tasks_pool_only_as_fractions_of_their_references(in_tmp_cwd):
     assert [r.experiment for r in reports] == ["ppo_a", "ppo_b"]
     assert "Scores of different tasks are not pooled" in markdown_table(reports)
     references = {"ppo_a": Reference(200., 100, "paper A"), "ppo_b": Reference(40., 100, "B")}
+    assert [r.label for r in reports] == ["ppo_a", "ppo_b"]  # One setting per folder.
     assert normalized_scores(reports, references) == {
-        "ppo_a (env_id=A-v0)": [0.5, 1., 1.5], "ppo_b (env_id=B-v0)": [0.25, 0.5, 0.75]}
+        "ppo_a": [0.5, 1., 1.5], "ppo_b": [0.25, 0.5, 0.75]}
     table = markdown_table(reports, references=references)
     assert "| 200 at 100 (paper A) | 1.00 |" in table and "| 40 at 100 (B) | 0.50 |" in table
     # Pooled: 0.25 0.5 0.5 0.75 1 1.5; IQM cuts one at each end: mean(0.5, 0.5, 0.75, 1).

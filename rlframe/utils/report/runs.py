@@ -3,7 +3,8 @@ intervals, a Markdown table, and interquartile-mean learning curves.
 
 Runs are found and grouped into settings as ``rlframe plot`` groups them
 (:func:`rlframe.utils.plotting.group_runs`: the same experiment folder name and the
-same ``params.json`` but for ``run_ID`` and seeds). A setting's task is its
+same ``params.json`` but for ``run_ID`` and seeds); a setting whose folder holds no
+other setting is named by the folder alone. A setting's task is its
 ``params.json`` ``env_id`` (what ``rlframe train`` records). Each run contributes its
 ``key`` column (``ReturnAverage``: the evaluation's return where the runner evaluates,
 the training episodes' otherwise) against ``x_key`` (``CumSteps``):
@@ -78,6 +79,11 @@ def task_of(run_dir: str) -> str:
     return str(env_id) if env_id else UNKNOWN_TASK
 
 
+def _experiment(run_dir: str) -> str:
+    """The name of a run's experiment folder (its parent directory)."""
+    return os.path.basename(os.path.dirname(os.path.normpath(run_dir)))
+
+
 def setting_reports(paths: Iterable[str], key: str = "ReturnAverage", x_key: str = "CumSteps",
                     confidence: float = 0.95, n_resamples: int = 2000,
                     seed: int | None = 0) -> list[SettingReport]:
@@ -90,7 +96,11 @@ def setting_reports(paths: Iterable[str], key: str = "ReturnAverage", x_key: str
         confidence, n_resamples, seed: of the bootstrap intervals.
     """
     reports = []
-    for label, runs in group_runs(find_run_dirs(paths)).items():
+    groups = group_runs(find_run_dirs(paths))
+    folders = [_experiment(runs[0]) for runs in groups.values()]
+    for (label, runs), folder in zip(groups.items(), folders):
+        if folders.count(folder) == 1:  # The folder names the setting: a short label.
+            label = folder
         xy = [run_xy(run, key, x_key) for run in runs]
         end = min(x[-1] for x, _ in xy)
         finals, bests = [], []
@@ -106,9 +116,8 @@ def setting_reports(paths: Iterable[str], key: str = "ReturnAverage", x_key: str
                  for name in STATISTICS}
         best = {name: interval_estimate({task: bests}, name, confidence, n_resamples, seed)
                 for name in STATISTICS}
-        experiment = os.path.basename(os.path.dirname(os.path.normpath(runs[0])))
         reports.append(SettingReport(label, task, tuple(runs), float(end), final, best,
-                                     tuple(finals), experiment))
+                                     tuple(finals), folder))
     return reports
 
 

@@ -1,0 +1,199 @@
+"""Stable-Baselines3 on a benchmark suite's MuJoCo entries, at the suite's own budget, so
+that ``rlframe report`` can put both frameworks side by side.
+
+Needs stable-baselines3 and gymnasium's MuJoCo envs (``pip install stable-baselines3
+"gymnasium[mujoco]"``; neither SB3 nor this script is part of rlframe).
+
+    python benchmarks/sb3_suite.py benchmarks/suite/mujoco_1m.json -o results/sb3 \\
+        [--only sac_Hopper-v5 ...] [--evals 20] [--eval-episodes 5] [--n-steps N]
+        [--seeds K]
+    rlframe report results/mujoco results/sb3 --suite benchmarks/suite/mujoco_1m.json
+
+For each entry (PPO, SAC or TD3 on a MuJoCo env) and seed, SB3 trains for the entry's
+``n_steps`` with RL Zoo's hyperparameters for that algorithm and env (``ZOO`` below;
+rl-baselines3-zoo's ``hyperparams/*.yml`` for the -v3/-v4 MuJoCo envs), and every
+``n_steps / evals`` env steps its policy is evaluated deterministically for
+``eval_episodes`` episodes on a separate env (PPO: with the training env's observation
+statistics, rewards unnormalized), as rlframe's evaluating runner does. Each run goes to
+``OUT/<label>_sb3/run_<seed>`` with a ``params.json`` (``env_id``, the hyperparameters,
+SB3's version) and a ``progress.csv`` with rlframe's columns (``Diagnostics/CumSteps``,
+``Diagnostics/CumTime (s)``, ``ReturnAverage``, ``ReturnStd``, ``TrajsInEval``), so the
+report groups it as a setting of its own. A finished run holds ``suite_done.json`` and is
+not run again; an unfinished one starts over (SB3 keeps no snapshot here). Entries of
+other algorithms or envs are listed and left out.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import json
+import os
+import sys
+import time
+
+from rlframe.presets.suite import SuiteError, SuiteEntry, load_suite
+
+MUJOCO = ("HalfCheetah", "Hopper", "Walker2d", "Ant", "Humanoid", "Swimmer")
+# RL Zoo's MuJoCo settings (SB3's defaults otherwise). PPO normalizes observations and
+# rewards (VecNormalize); its network sizes and activation are in policy_kwargs.
+ZOO: dict[tuple[str, str], dict] = {
+    ("sac", "*"): dict(learning_starts=10000),
+    ("td3", "*"): dict(learning_starts=10000, noise_std=0.1, train_freq=1, gradient_steps=1,
+                       learning_rate=1e-3, batch_size=256, net_arch=[400, 300]),
+    ("ppo", "HalfCheetah"): dict(normalize=True, n_steps=512, batch_size=64, gamma=0.98,
+                                 learning_rate=2.0633e-05, ent_coef=0.000401762,
+                                 clip_range=0.1, n_epochs=20, gae_lambda=0.92,
+                                 max_grad_norm=0.8, vf_coef=0.58096, log_std_init=-2.),
+    ("ppo", "Hopper"): dict(normalize=True, n_steps=512, batch_size=32, gamma=0.999,
+                            learning_rate=9.80828e-05, ent_coef=0.00229519, clip_range=0.2,
+                            n_epochs=5, gae_lambda=0.99, max_grad_norm=0.7, vf_coef=0.835671,
+                            log_std_init=-2.),
+}
+DONE_FILE = "suite_done.json"
+COLUMNS = ["Diagnostics/Iteration", "Diagnostics/CumSteps", "Diagnostics/CumTime (s)",
+           "ReturnAverage", "ReturnStd", "TrajsInEval"]
+
+
+def zoo_settings(entry: SuiteEntry) -> dict | None:
+    """RL Zoo's settings for the entry's algorithm and env, or None where there are none."""
+    family = entry.env_id.split("-")[0]
+    if family not in MUJOCO:
+        return None
+    return ZOO.get((entry.algo, family), ZOO.get((entry.algo, "*")))
+
+
+def make_model(entry: SuiteEntry, seed: int, settings: dict):
+    """The SB3 model of ``entry`` with ``settings`` and its training env."""
+    import numpy as np
+    import stable_baselines3 as sb3
+    import torch
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.noise import NormalActionNoise
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    kwargs = dict(settings)
+    env = make_vec_env(entry.env_id, n_envs=1, seed=seed)
+    if kwargs.pop("normalize", False):
+        env = VecNormalize(env, gamma=kwargs.get("gamma", 0.99))
+    if entry.algo == "td3":
+        n_actions = env.action_space.shape[0]
+        std = kwargs.pop("noise_std")
+        kwargs["action_noise"] = NormalActionNoise(np.zeros(n_actions), std * np.ones(n_actions))
+        kwargs["policy_kwargs"] = dict(net_arch=kwargs.pop("net_arch"))
+    if entry.algo == "ppo":
+        kwargs["policy_kwargs"] = dict(log_std_init=kwargs.pop("log_std_init"), ortho_init=False,
+                                       activation_fn=torch.nn.ReLU,
+                                       net_arch=dict(pi=[256, 256], vf=[256, 256]))
+    Cls = {"ppo": sb3.PPO, "sac": sb3.SAC, "td3": sb3.TD3}[entry.algo]
+    return Cls("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **kwargs), env
+
+
+def train_run(entry: SuiteEntry, seed: int, run_dir: str, evals: int, episodes: int) -> None:
+    """Train one SB3 run, evaluating ``evals`` times, and write its run directory."""
+    import gymnasium as gym
+    import numpy as np
+    import stable_baselines3 as sb3
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    settings = zoo_settings(entry)
+    model, env = make_model(entry, seed, settings)
+    os.makedirs(run_dir, exist_ok=True)
+    with open(os.path.join(run_dir, "params.json"), "w") as f:
+        json.dump(dict(env_id=entry.env_id, algo=f"sb3_{entry.algo}", seed=seed, run_ID=seed,
+                       n_steps=entry.n_steps, framework=f"stable-baselines3 {sb3.__version__}",
+                       hyperparameters=settings), f, indent=1)
+    eval_env = gym.make(entry.env_id)
+    interval = max(1, entry.n_steps // evals)
+    start = time.perf_counter()
+    progress = open(os.path.join(run_dir, "progress.csv"), "w", newline="")
+    writer = csv.writer(progress)
+    writer.writerow(COLUMNS)
+
+    def evaluate(steps: int, row: int) -> None:
+        returns = []
+        for episode in range(episodes):
+            obs, _ = eval_env.reset(seed=10_000 * (seed + 1) + episode)
+            total, done = 0., False
+            while not done:
+                if isinstance(env, VecNormalize):
+                    obs = env.normalize_obs(obs)
+                action, _ = model.predict(obs, deterministic=True)
+                obs, reward, terminated, truncated, _ = eval_env.step(action)
+                total += float(reward)
+                done = terminated or truncated
+            returns.append(total)
+        writer.writerow([row, steps, time.perf_counter() - start, float(np.mean(returns)),
+                         float(np.std(returns)), len(returns)])
+        progress.flush()
+
+    class Evaluations(BaseCallback):
+        def _on_step(self) -> bool:
+            if self.num_timesteps % interval == 0:
+                evaluate(self.num_timesteps, self.num_timesteps // interval - 1)
+            return True
+
+    try:
+        model.learn(total_timesteps=entry.n_steps, callback=Evaluations())
+        if entry.n_steps % interval:
+            evaluate(entry.n_steps, entry.n_steps // interval)
+    finally:
+        progress.close()
+        eval_env.close()
+        env.close()
+    with open(os.path.join(run_dir, DONE_FILE), "w") as f:
+        json.dump(dict(n_steps=entry.n_steps, seconds=time.perf_counter() - start), f)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("suite", help="suite file (JSON)")
+    parser.add_argument("-o", "--out", required=True, help="directory of the SB3 runs")
+    parser.add_argument("--only", nargs="+", metavar="LABEL", help="entries to run, by label")
+    parser.add_argument("--evals", type=int, default=20, help="evaluations per run")
+    parser.add_argument("--eval-episodes", type=int, default=5, help="episodes per evaluation")
+    parser.add_argument("--n-steps", type=int, default=None,
+                        help="train every run for this many steps instead (a check of the "
+                             "script; the report then compares other budgets)")
+    parser.add_argument("--seeds", type=int, default=None,
+                        help="run only the first SEEDS seeds of each entry")
+    args = parser.parse_args()
+    if min(args.evals, args.eval_episodes, args.n_steps or 1, args.seeds or 1) < 1:
+        parser.error("--evals, --eval-episodes, --n-steps and --seeds must be positive")
+    try:
+        import stable_baselines3  # noqa: F401
+    except ImportError as e:
+        print(f"benchmarks/sb3_suite.py runs Stable-Baselines3, which could not be imported "
+              f"({e}). It is not a dependency of rlframe:\n\n    pip install "
+              "stable-baselines3\n", file=sys.stderr)
+        sys.exit(2)
+    try:
+        suite = load_suite(args.suite, check_experiments=False)
+    except SuiteError as e:
+        parser.error(f"{args.suite}: {e}")
+    labels = [entry.label for entry in suite.entries]
+    unknown = sorted(set(args.only or []) - set(labels))
+    if unknown:
+        parser.error(f"--only {' '.join(unknown)}: not in the suite; its labels: "
+                     f"{', '.join(labels)}")
+    for entry in suite.entries:
+        if args.only and entry.label not in args.only:
+            continue
+        if zoo_settings(entry) is None:
+            print(f"{entry.label}: left out (no RL Zoo MuJoCo settings for {entry.algo} on "
+                  f"{entry.env_id} here)", flush=True)
+            continue
+        if args.n_steps is not None:
+            entry = dataclasses.replace(entry, n_steps=args.n_steps)
+        for seed in entry.seeds[:args.seeds]:
+            run_dir = os.path.join(args.out, f"{entry.label}_sb3", f"run_{seed}")
+            if os.path.isfile(os.path.join(run_dir, DONE_FILE)):
+                print(f"{entry.label}_sb3/run_{seed}: done", flush=True)
+                continue
+            print(f"{entry.label}_sb3/run_{seed}: training {entry.n_steps:,} steps", flush=True)
+            train_run(entry, seed, run_dir, args.evals, args.eval_episodes)
+
+
+if __name__ == "__main__":
+    main()
