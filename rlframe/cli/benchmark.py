@@ -76,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
     from rlframe.utils.launching.grid import Run, run_queue
     from rlframe.utils.launching.pinning import usable_cpus
 
-    cores = len(usable_cpus() or range(os.cpu_count() or 1))
+    usable = usable_cpus()
+    cores = len(usable or range(os.cpu_count() or 1))
     if not 1 <= args.slots <= cores:
         raise CommandError(f"--slots {args.slots}: give 1 to {cores} (this process may use "
                            f"{cores} cores; each run gets cores // slots of them)")
@@ -111,8 +112,14 @@ def run(args: argparse.Namespace) -> int:
     os.makedirs(args.out, exist_ok=True)
     with open(copy, "w") as f:
         json.dump(suite_text, f, indent=1)
+    # Slots pin to CPUs 0..cores-1; where this process may use other ids (a container's
+    # share of a bigger machine), the runs go unpinned instead.
+    pin = usable is not None and sorted(usable) == list(range(cores))
+    if not pin:
+        print(f"Runs are not pinned: this process may use CPUs {usable}, not 0..{cores - 1}.",
+              flush=True)
     code = encode_affinity(n_cpu_core=cores, n_gpu=0, cpu_per_run=cores // args.slots,
-                           hyperthread_offset=0, n_socket=1)
+                           hyperthread_offset=0, n_socket=1, set_affinity=pin)
     results = run_queue([sys.executable, "-m", "rlframe.cli.benchmark"], code, args.out, runs,
                         n_run_slots=args.slots)
     failed = [r for r in results if not r.ok]
