@@ -47,6 +47,8 @@ no padding, ReLU, a 512-unit ReLU layer, then linear heads; SB3's ``CnnPolicy``
     * ``sb3_2threads``: the same with 2 torch threads, torch's own default on a
       2-core machine (SB3 sets none): SB3 as users run it here, the comparison for
       the rlframe set-ups that use both cores.
+    * ``rlframe_autotuned_bf16``: ``rlframe_autotuned`` with the convolutions in
+      bfloat16 (as ``rlframe_bf16``).
     * ``rlframe_bf16``: ``rlframe`` with the convolutions in bfloat16
       (``AtariFfModel(conv_autocast="bfloat16")``; weights, fully connected layers,
       outputs and losses float32). Lower precision, so not the same arithmetic as the
@@ -351,7 +353,7 @@ def precision(conv_autocast: str | None) -> str:
     return "" if conv_autocast is None else f"; convolutions in {conv_autocast}"
 
 
-def autotuned_config(plan: Plan, seed: int) -> dict:
+def autotuned_config(plan: Plan, seed: int, conv_autocast: str | None = None) -> dict:
     """The ``rlframe train --config`` config of the autotuned set-up."""
     env = {key: value for key, value in ATARI_ENV_KWARGS.items() if key != "game"}
     return dict(algo="ppo", env_id=ATARI_ENV_KWARGS["game"], sampler=AUTOTUNED["sampler"],
@@ -359,17 +361,18 @@ def autotuned_config(plan: Plan, seed: int) -> dict:
                 batch_T=PPO_T, batch_B=PPO_B, n_steps=plan.total_steps,
                 log_interval_steps=plan.total_steps, seed=seed,
                 kwargs=dict(algo=rlframe_ppo_kwargs(),
-                            agent=dict(model_kwargs=dict(NATURE_CNN)),
+                            agent=dict(model_kwargs=dict(NATURE_CNN,
+                                                         conv_autocast=conv_autocast)),
                             # No evaluation envs: build_experiment builds a MinibatchRl.
                             sampler=dict(env_backend=AUTOTUNED["env_backend"],
                                          max_decorrelation_steps=0, eval_n_envs=0),
                             env=env))
 
 
-def rlframe_autotuned_atari_ppo(plan: Plan, seed: int) -> dict:
+def rlframe_autotuned_atari_ppo(plan: Plan, seed: int, conv_autocast: str | None = None) -> dict:
     from rlframe.presets.build import build_experiment
     from rlframe.runners.minibatch_rl import MinibatchRl
-    built, full = build_experiment(autotuned_config(plan, seed))
+    built, full = build_experiment(autotuned_config(plan, seed, conv_autocast))
     clock = WindowClock(plan)
     # The same parts and runner class, with the clock (a config holds no callbacks).
     runner = MinibatchRl(algo=built.algo, agent=built.agent, sampler=built.sampler,
@@ -379,7 +382,7 @@ def rlframe_autotuned_atari_ppo(plan: Plan, seed: int) -> dict:
     n = full["n_parallel"]
     return clock.result(f"CpuSampler, {n} worker processes (each acting for EnvPool with "
                         f"{PPO_B // n} envs) x {PPO_T} steps, {full['torch_threads']} torch "
-                        f"threads in the training process; {FRAMES}")
+                        f"threads in the training process; {FRAMES}{precision(conv_autocast)}")
 
 
 def rlframe_dqn_parts(conv_autocast: str | None = None) -> tuple[Any, Any]:
@@ -768,6 +771,8 @@ RUNS: dict[tuple[str, str], Callable[[Plan, int], dict]] = {
     ("rlframe_autotuned", "atari_ppo"): rlframe_autotuned_atari_ppo,
     ("rlframe_bf16", "atari_ppo"): functools.partial(rlframe_atari_ppo,
                                                      conv_autocast="bfloat16"),
+    ("rlframe_autotuned_bf16", "atari_ppo"): functools.partial(rlframe_autotuned_atari_ppo,
+                                                               conv_autocast="bfloat16"),
     ("sb3", "atari_ppo"): sb3_atari_ppo,
     ("sb3_2threads", "atari_ppo"): functools.partial(sb3_atari_ppo, threads=2),
     ("ceiling", "atari_ppo"): ceiling_atari_ppo,
