@@ -82,8 +82,7 @@ def run(args: argparse.Namespace) -> int:
             os.makedirs(args.out, exist_ok=True)
             with open(os.path.join(args.out, "report.md"), "w") as f:
                 f.write(table)
-            curves = iqm_curves(reports, args.key, args.x_key, confidence=args.confidence,
-                                seed=args.seed)
+            curves = iqm_curves(reports, confidence=args.confidence, seed=args.seed)
             path = plot_iqm_curves(curves, os.path.join(args.out, "curves.png"), args.key,
                                    args.x_key)
             written = [os.path.join(args.out, "report.md"), path]

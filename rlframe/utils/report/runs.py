@@ -54,6 +54,8 @@ class SettingReport:
         best: statistic name -> :class:`Estimate` of the runs' best values.
         finals: [runs] each run's final value.
         experiment: the name of the runs' experiment folder (a suite entry's label).
+        xy: per run, its ``(x_key, key)`` rows as read (NaN rows left out), which
+            :func:`iqm_curves` draws from.
     """
     label: str
     task: str
@@ -63,6 +65,8 @@ class SettingReport:
     best: dict[str, Estimate]
     finals: tuple[float, ...]
     experiment: str = ""
+    xy: tuple[tuple[np.ndarray, np.ndarray], ...] = dataclasses.field(default=(),
+                                                                      compare=False)
 
 
 def task_of(run_dir: str) -> str:
@@ -117,7 +121,7 @@ def setting_reports(paths: Iterable[str], key: str = "ReturnAverage", x_key: str
         best = {name: interval_estimate({task: bests}, name, confidence, n_resamples, seed)
                 for name in STATISTICS}
         reports.append(SettingReport(label, task, tuple(runs), float(end), final, best,
-                                     tuple(finals), folder))
+                                     tuple(finals), folder, tuple(xy)))
     return reports
 
 
@@ -184,12 +188,11 @@ def normalized_scores(reports: list[SettingReport],
             for r in reports if references and r.experiment in references}
 
 
-def iqm_curves(reports: list[SettingReport], key: str = "ReturnAverage",
-               x_key: str = "CumSteps", points: int = 50, confidence: float = 0.95,
-               n_resamples: int = 1000, seed: int | None = 0
-               ) -> list[dict[str, Any]]:
-    """Each setting's IQM over runs against ``x_key``, with its interval, on up to
-    ``points`` values of ``x_key`` up to the setting's shared end.
+def iqm_curves(reports: list[SettingReport], points: int = 50, confidence: float = 0.95,
+               n_resamples: int = 1000, seed: int | None = 0) -> list[dict[str, Any]]:
+    """Each setting's IQM over runs against the reports' ``x_key``, with its interval, on
+    up to ``points`` of its values up to the setting's shared end (from the rows
+    :func:`setting_reports` read).
 
     Returns:
         One dict per setting: ``label``, ``task``, ``runs`` and arrays ``x``, ``iqm``,
@@ -197,7 +200,7 @@ def iqm_curves(reports: list[SettingReport], key: str = "ReturnAverage",
     """
     curves = []
     for report in reports:
-        xy = [run_xy(run, key, x_key) for run in report.run_dirs]
+        xy = report.xy
         start = max(x[0] for x, _ in xy)
         grid = np.unique(np.concatenate([x for x, _ in xy]))
         grid = grid[(grid >= start) & (grid <= report.steps)]
