@@ -35,6 +35,10 @@ class A2C(PolicyGradientAlgo):
         compile: run :meth:`batch_loss` (with the model) through ``torch.compile``,
             built at the first update; a RuntimeError names this argument if torch
             cannot compile here (see :meth:`RlAlgorithm.compiled`).
+        normalize_reward: divide rewards by the running standard deviation of each
+            env's discounted return and clip them to [-10, 10] before computing returns
+            and advantages (:class:`~rlframe.algos.pg.base.RewardScale`; as
+            gymnasium's ``NormalizeReward`` and SB3's ``VecNormalize`` do in the env).
     """
 
     def __init__(self, discount: float = 0.99, learning_rate: float = 0.001,
@@ -42,7 +46,8 @@ class A2C(PolicyGradientAlgo):
                  OptimCls: type = torch.optim.Adam, optim_kwargs: dict | None = None,
                  clip_grad_norm: float = 1., initial_optim_state_dict: dict | None = None,
                  gae_lambda: float = 1, normalize_advantage: bool = False,
-                 bootstrap_timelimit: bool = True, compile: bool = False):
+                 bootstrap_timelimit: bool = True, compile: bool = False,
+                 normalize_reward: bool = False):
         self.discount = discount
         self.learning_rate = learning_rate
         self.value_loss_coeff = value_loss_coeff
@@ -55,6 +60,7 @@ class A2C(PolicyGradientAlgo):
         self.normalize_advantage = normalize_advantage
         self.bootstrap_timelimit = bootstrap_timelimit
         self.compile = check_compile(compile)
+        self.normalize_reward = normalize_reward
         self.update_counter = 0
         self._check_common_args()
 

@@ -11,6 +11,7 @@ from rlframe.algos.base import RlAlgorithm, make_optimizer
 from rlframe.algos.returns import (discount_return, discount_return_tl,
                                    generalized_advantage_estimation,
                                    generalized_advantage_estimation_tl, valid_from_done)
+from rlframe.models.running_mean_std import RunningMeanStdModel
 from rlframe.utils.buffer import buffer_method
 from rlframe.utils.checks import check_number
 from rlframe.utils.collections import namedarraytuple
@@ -36,16 +37,70 @@ else:
                                                 "valid", "old_dist_info"])
 
 
+class RewardScale:
+    """Divides rewards by the running standard deviation of the discounted return.
+
+    Each env's discounted return ``G = discount * G + reward`` runs on across batches and
+    starts again after every ``done``; the variance of all ``G`` seen so far (every rank's,
+    under torch.distributed) scales the rewards, which are then clipped to
+    ``[-clip, clip]``. Values and returns are learned in these units: with rewards of a
+    few units per step and a discount of 0.99, returns of hundreds otherwise leave the
+    value loss to dominate the clipped gradient. The mean is not subtracted (that would
+    change which episodes are better).
+
+    Args:
+        discount: the algorithm's discount.
+        clip: bound of the scaled rewards.
+    """
+
+    def __init__(self, discount: float, clip: float = 10.) -> None:
+        self.discount = discount
+        self.clip = clip
+        self.return_rms = RunningMeanStdModel(())
+        self.running_return: torch.Tensor | None = None  # [B], the envs' returns so far.
+
+    def __call__(self, reward: torch.Tensor, done: torch.Tensor,
+                 valid: torch.Tensor | None = None) -> torch.Tensor:
+        """Scaled rewards [T, B] from ``reward`` and ``done`` [T, B]; statistics are taken
+        over the steps where ``valid`` [T, B] is nonzero (all when None)."""
+        self.return_rms.to(reward.device)
+        G = self.running_return
+        if G is None or G.shape != reward.shape[1:]:
+            G = torch.zeros_like(reward[0])
+        returns = torch.empty_like(reward)
+        for t in range(reward.shape[0]):
+            G = G * self.discount + reward[t]
+            returns[t] = G
+            G = G * (1 - done[t])
+        self.running_return = G
+        self.return_rms.update(returns if valid is None else returns[valid.bool()])
+        scale = torch.sqrt(self.return_rms.var + 1e-8).to(reward.dtype)
+        return torch.clamp(reward / scale, -self.clip, self.clip)
+
+    def state_dict(self) -> dict:
+        """The return statistics and each env's running return."""
+        return dict(rms={k: v.clone() for k, v in self.return_rms.state_dict().items()},
+                    running_return=None if self.running_return is None
+                    else self.running_return.clone())
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore what :meth:`state_dict` saved."""
+        self.return_rms.load_state_dict(state_dict["rms"])
+        self.running_return = state_dict["running_return"]
+
+
 class PolicyGradientAlgo(RlAlgorithm):
     """Returns, advantages and validity masks from on-policy [T, B] samples.
 
     Subclasses set ``discount``, ``gae_lambda``, ``normalize_advantage``,
-    ``bootstrap_timelimit``, ``compile`` and the optimizer arguments; their losses
-    share :meth:`forward` (one agent call for policy and value) and
+    ``normalize_reward``, ``bootstrap_timelimit``, ``compile`` and the optimizer
+    arguments; their losses share :meth:`forward` (one agent call for policy and value) and
     :meth:`value_entropy_loss`.
     """
 
     bootstrap_value = True
+    normalize_reward = False  # Subclasses that take no such argument keep the rewards as they are.
+    reward_scale: RewardScale | None = None
     opt_info_fields = tuple(f for f in OptInfo._fields)
 
     def check_agent(self, agent: BaseAgent) -> None:
@@ -82,6 +137,21 @@ class PolicyGradientAlgo(RlAlgorithm):
         self.entropy_loss_coeff = check_number("entropy_loss_coeff", self.entropy_loss_coeff,
                                                low=-math.inf)
         self.clip_grad_norm = check_number("clip_grad_norm", self.clip_grad_norm)
+        if not isinstance(self.normalize_reward, bool):
+            raise TypeError(f"normalize_reward={self.normalize_reward!r}: give True or False")
+        self.reward_scale = RewardScale(self.discount) if self.normalize_reward else None
+
+    def state_dict(self) -> dict:
+        """Counters, plus the reward scale's statistics with ``normalize_reward``."""
+        state = super().state_dict()
+        if self.reward_scale is not None:
+            state["reward_scale"] = self.reward_scale.state_dict()
+        return state
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        super().load_state_dict(state_dict)
+        if self.reward_scale is not None and "reward_scale" in state_dict:
+            self.reward_scale.load_state_dict(state_dict["reward_scale"])
 
     def process_returns(self, samples: Samples
                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
@@ -91,11 +161,18 @@ class PolicyGradientAlgo(RlAlgorithm):
         from ``samples.agent.bootstrap_value``. With ``bootstrap_timelimit`` and
         an env that reports ``env_info.timeout``, episodes cut by a time limit
         bootstrap instead of ending at zero. ``valid`` masks the steps after a
-        ``done`` when envs do not reset mid-batch or the agent is recurrent.
+        ``done`` when envs do not reset mid-batch or the agent is recurrent. With
+        ``normalize_reward``, returns and advantages are of the scaled rewards
+        (:class:`RewardScale`).
         """
         reward, done = samples.env.reward, samples.env.done
         value, bootstrap_value = samples.agent.agent_info.value, samples.agent.bootstrap_value
         done = done.type(reward.dtype)
+        valid = None
+        if not self.mid_batch_reset or self.agent.recurrent:
+            valid = valid_from_done(done)
+        if self.reward_scale is not None:
+            reward = self.reward_scale(reward, done, valid)
         timeout = getattr(samples.env.env_info, "timeout", None)
         if self.bootstrap_timelimit and timeout is not None:
             timeout = timeout.type(reward.dtype)
@@ -113,9 +190,6 @@ class PolicyGradientAlgo(RlAlgorithm):
             advantage, return_ = generalized_advantage_estimation(
                 reward, value, done, bootstrap_value, self.discount, self.gae_lambda)
 
-        valid = None
-        if not self.mid_batch_reset or self.agent.recurrent:
-            valid = valid_from_done(done)
         if self.normalize_advantage:
             mean = valid_mean(advantage, valid)
             var = valid_mean((advantage - mean) ** 2, valid)

@@ -43,6 +43,10 @@ class PPO(PolicyGradientAlgo):
         compile: run :meth:`loss` (with the model) through ``torch.compile``, built
             at the first update; a RuntimeError names this argument if torch
             cannot compile here (see :meth:`RlAlgorithm.compiled`).
+        normalize_reward: divide rewards by the running standard deviation of each
+            env's discounted return and clip them to [-10, 10] before computing returns
+            and advantages (:class:`~rlframe.algos.pg.base.RewardScale`; as
+            gymnasium's ``NormalizeReward`` and SB3's ``VecNormalize`` do in the env).
     """
 
     def __init__(self, discount: float = 0.99, learning_rate: float = 0.001,
@@ -52,7 +56,7 @@ class PPO(PolicyGradientAlgo):
                  gae_lambda: float = 1, minibatches: int = 4, epochs: int = 4,
                  ratio_clip: float = 0.1, linear_lr_schedule: bool = True,
                  normalize_advantage: bool = False, bootstrap_timelimit: bool = True,
-                 compile: bool = False):
+                 compile: bool = False, normalize_reward: bool = False):
         self.discount = discount
         self.learning_rate = learning_rate
         self.value_loss_coeff = value_loss_coeff
@@ -69,6 +73,7 @@ class PPO(PolicyGradientAlgo):
         self.normalize_advantage = normalize_advantage
         self.bootstrap_timelimit = bootstrap_timelimit
         self.compile = check_compile(compile)
+        self.normalize_reward = normalize_reward
         self.update_counter = 0
         self._ratio_clip = self.ratio_clip  # Base value for the linear schedule.
         # 1 -+ ratio_clip, refreshed every iteration. float64: a float32 ratio is clipped
