@@ -11,6 +11,7 @@ import psutil
 import pytest
 
 from rlframe.cli import main
+from rlframe.utils.system import cpu_model
 
 pytest.importorskip("scipy")
 
@@ -41,6 +42,10 @@ def test_a_suite_runs_over_two_slots_and_a_second_call_runs_nothing(in_tmp_cwd, 
         assert cum_steps(run_dir) == [1024, 2048]
         with open(os.path.join(run_dir, "params.json")) as f:
             assert json.load(f)["seed"] == seed
+        with open(os.path.join(run_dir, "system.json")) as f:
+            record, = json.load(f)
+        assert record["start"] == "new" and record["cpu"] == cpu_model()
+        assert record["packages"]["torch"] and "commit" in record
     capsys.readouterr()
     assert main(["benchmark", suite, "-o", "out"]) == 0
     assert "0 to run" in capsys.readouterr().out
@@ -90,6 +95,8 @@ def test_a_killed_suite_completes_when_run_again(in_tmp_cwd):
     steps = cum_steps(second)
     assert steps == sorted(set(steps)) and steps[-1] == 10240  # Continued, not restarted.
     assert killed_at in steps and steps[0] == 1024
+    with open(os.path.join(second, "system.json")) as f:
+        assert [record["start"] for record in json.load(f)] == ["new", "resume"]
 
 
 @pytest.mark.parametrize("change, message", [

@@ -1,4 +1,6 @@
 """``rlframe report`` and rlframe.utils.report.runs: scores of runs by setting."""
+import csv
+import json
 import os
 
 import numpy as np
@@ -62,6 +64,10 @@ def test_final_and_best_iqm_are_those_of_a_hand_computation(runs):
 
 
 def test_command_prints_the_table_and_writes_the_files(runs, capsys):
+    # Two starts of run_1 (as `rlframe benchmark` records a run resumed elsewhere).
+    with open(runs / "run_1" / "system.json", "w") as f:
+        json.dump([dict(cpu="CPU A", usable_cpus=[0, 1], commit="abc"),
+                   dict(cpu="CPU B", usable_cpus=[0], logical_cpus=8, commit="abc")], f)
     assert main(["report", str(runs), "-o", "out"]) == 0
     out = capsys.readouterr().out
     assert "| runs (algo.learning_rate=0.001) | HalfCheetah-v5 | 5 | 300 | 30 [" in out
@@ -69,6 +75,25 @@ def test_command_prints_the_table_and_writes_the_files(runs, capsys):
     with open(os.path.join("out", "report.md")) as f:
         assert f.read() in out
     assert os.path.getsize(os.path.join("out", "curves.png")) > 1000
+    with open(os.path.join("out", "report.csv")) as f:
+        settings = list(csv.DictReader(f))
+    assert [(r["setting"], r["runs"], r["steps"]) for r in settings] == [
+        ("runs (algo.learning_rate=0.001)", "5", "300"),
+        ("runs (algo.learning_rate=0.0003)", "5", "300")]
+    assert float(settings[0]["final_iqm"]) == pytest.approx(30.)
+    assert float(settings[0]["best_median"]) == pytest.approx(60.)
+    assert float(settings[1]["final_iqm_low"]) < 3. < float(settings[1]["final_iqm_high"])
+    assert settings[0]["reference"] == "" and settings[0]["final_iqm_fraction"] == ""
+    with open(os.path.join("out", "runs.csv")) as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 10
+    assert [(float(r["final"]), float(r["best"])) for r in rows[:5]] == [
+        (v, 2 * v) for v in FINALS[0.001]]
+    assert [r["steps"] for r in rows[:2]] == ["400", "300"]  # Each run's own last step.
+    assert [r["seed"] for r in rows[:5]] == ["0", "1", "2", "3", "4"]
+    assert (rows[1]["cpu"], rows[1]["cores"], rows[1]["commit"]) == ("CPU A; CPU B", "2; 1",
+                                                                     "abc")
+    assert rows[0]["cpu"] == rows[0]["wall_s"] == ""  # No system.json; no CumTime column.
 
 
 def test_a_single_run_has_no_interval(in_tmp_cwd):

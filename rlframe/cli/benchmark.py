@@ -128,6 +128,22 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def record_system(run_dir: str, state: str) -> None:
+    """Add this start's machine and commit to ``run_dir/system.json`` (a list: one
+    record per start, so a run resumed elsewhere names both machines)."""
+    from rlframe.utils.system import SYSTEM_FILE, system_record
+    path = os.path.join(run_dir, SYSTEM_FILE)
+    records = []
+    if state == "resume" and os.path.isfile(path):
+        with open(path) as f:
+            records = json.load(f)
+    records.append(dict(system_record(), started=time.strftime("%Y-%m-%d %H:%M:%S"),
+                        start=state))
+    os.makedirs(run_dir, exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(records, f, indent=1)
+
+
 def child_main(argv: list[str]) -> None:
     """One run: ``SLOT_CODE LOG_DIR RUN_ID`` (RUN_ID is the seed); train it, or resume it
     from its snapshot, then mark it done."""
@@ -146,6 +162,7 @@ def child_main(argv: list[str]) -> None:
     if state == "done":
         return
     if state == "resume":
+        record_system(run_dir, state)
         resume.run(argparse.Namespace(run_dir=run_dir))
     else:
         if os.path.isdir(run_dir):  # Stopped before its first snapshot: start again.
@@ -153,6 +170,7 @@ def child_main(argv: list[str]) -> None:
                 if name != "launch.log":  # This run's own output, being written.
                     path = os.path.join(run_dir, name)
                     shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+        record_system(run_dir, state)
         runner, full = build_experiment(config)
         full.update(log_dir=log_dir, name=label, snapshot_mode="last")
         with logger_context(log_dir, seed, label, full, snapshot_mode="last",

@@ -12,9 +12,10 @@ directories at any depth. Runs whose params.json differ only in run_ID and seeds
 one setting; its task is params.json's env_id. For each setting the table gives the
 final score (KEY at the last step every run of the setting reached) and the best one
 (the largest up to there), as the interquartile mean, mean and median over runs, with
-95% stratified bootstrap intervals. With -o DIR it also writes DIR/report.md and
-DIR/curves.png (IQM over runs against X_KEY, with its interval as a band; needs
-matplotlib). With --suite SUITE, each setting whose folder is an entry's label (as
+95% stratified bootstrap intervals. With -o DIR it also writes DIR/report.md, the
+same per setting in DIR/report.csv, each run's final and best score, wall time, CPU
+and commit in DIR/runs.csv, and DIR/curves.png (IQM over runs against X_KEY, with its
+interval as a band; needs matplotlib). With --suite SUITE, each setting whose folder is an entry's label (as
 `rlframe benchmark` writes them) gets the entry's reference score and its final IQM as
 a fraction of it; the fractions of several tasks are pooled (IQM, mean, median with
 intervals) and drawn as a performance profile (DIR/profile.png).
@@ -37,7 +38,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
                         help="run directory, or a folder holding run_* directories")
     parser.add_argument("-o", "--out", metavar="DIR", default=None,
-                        help="also write report.md and curves.png into DIR (made if missing)")
+                        help="also write report.md, report.csv, runs.csv and curves.png into DIR "
+                             "(made if missing)")
     parser.add_argument("--key", default="ReturnAverage",
                         help="score column of progress.csv (default: ReturnAverage)")
     parser.add_argument("--x-key", default="CumSteps",
@@ -67,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
     references = _references(args.suite)
     try:
         from rlframe.utils.plotting import PlotError
+        from rlframe.utils.report.records import run_rows, setting_rows, write_csv
         from rlframe.utils.report.runs import (iqm_curves, markdown_table, normalized_scores,
                                                plot_iqm_curves, plot_performance_profile,
                                                setting_reports)
@@ -82,10 +85,13 @@ def run(args: argparse.Namespace) -> int:
             os.makedirs(args.out, exist_ok=True)
             with open(os.path.join(args.out, "report.md"), "w") as f:
                 f.write(table)
+            written = [os.path.join(args.out, "report.md"),
+                       write_csv(setting_rows(reports, references),
+                                 os.path.join(args.out, "report.csv")),
+                       write_csv(run_rows(reports), os.path.join(args.out, "runs.csv"))]
             curves = iqm_curves(reports, confidence=args.confidence, seed=args.seed)
-            path = plot_iqm_curves(curves, os.path.join(args.out, "curves.png"), args.key,
-                                   args.x_key)
-            written = [os.path.join(args.out, "report.md"), path]
+            written.append(plot_iqm_curves(curves, os.path.join(args.out, "curves.png"),
+                                           args.key, args.x_key))
             pooled = normalized_scores(reports, references)
             if len(pooled) > 1:
                 written.append(plot_performance_profile(

@@ -56,6 +56,7 @@ class SettingReport:
         experiment: the name of the runs' experiment folder (a suite entry's label).
         xy: per run, its ``(x_key, key)`` rows as read (NaN rows left out), which
             :func:`iqm_curves` draws from.
+        bests: [runs] each run's best value.
     """
     label: str
     task: str
@@ -67,6 +68,7 @@ class SettingReport:
     experiment: str = ""
     xy: tuple[tuple[np.ndarray, np.ndarray], ...] = dataclasses.field(default=(),
                                                                       compare=False)
+    bests: tuple[float, ...] = ()
 
 
 def task_of(run_dir: str) -> str:
@@ -121,7 +123,7 @@ def setting_reports(paths: Iterable[str], key: str = "ReturnAverage", x_key: str
         best = {name: interval_estimate({task: bests}, name, confidence, n_resamples, seed)
                 for name in STATISTICS}
         reports.append(SettingReport(label, task, tuple(runs), float(end), final, best,
-                                     tuple(finals), folder, tuple(xy)))
+                                     tuple(finals), folder, tuple(xy), tuple(bests)))
     return reports
 
 
