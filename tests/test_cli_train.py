@@ -23,6 +23,7 @@ from rlframe.algos.qpg.sac import SAC
 from rlframe.algos.qpg.td3 import TD3
 from rlframe.cli import CommandError, train
 from rlframe.envs.atari.atari_env import AtariEnv, AtariTrajInfo
+from rlframe.envs.gym import make as gym_make
 from rlframe.presets import ALGOS, build_experiment
 from rlframe.runners.minibatch_rl import MinibatchRl, MinibatchRlEval
 from rlframe.samplers.parallel.cpu.sampler import CpuSampler
@@ -86,6 +87,24 @@ def test_overrides_and_class_paths():
     assert runner.agent.model_kwargs == dict(hidden_sizes=[16])
     assert (runner.sampler.batch_spec.B, runner.n_steps, runner.seed) == (4, 10000, 5)
     assert full["kwargs"]["algo"]["OptimCls"] == "torch.optim.RMSprop"
+
+
+def test_model_nonlinearities_take_class_paths_in_nested_kwargs():
+    model_kwargs = dict(hidden_sizes=[8], hidden_nonlinearity="torch.nn.ReLU",
+                        mu_nonlinearity=None)
+    runner, full = build_experiment(dict(algo="ppo", env_id="Pendulum-v1",
+                                         kwargs=dict(agent=dict(model_kwargs=model_kwargs))))
+    env = gym_make(id="Pendulum-v1")
+    runner.agent.initialize(env.spaces)
+    env.close()
+    layers = [type(m).__name__ for m in runner.agent.model.mu.modules()]
+    assert "ReLU" in layers and "Tanh" not in layers
+    assert full["kwargs"]["agent"]["model_kwargs"]["hidden_nonlinearity"] == "torch.nn.ReLU"
+    bad = dict(model_kwargs=dict(hidden_nonlinearity="torch.nn.Relu"))
+    with pytest.raises(ValueError, match=r"config section 'agent.model_kwargs': "
+                                         r"hidden_nonlinearity='torch.nn.Relu' is not an "
+                                         r"importable class path \(e.g. 'torch.nn.ReLU'\)"):
+        build_experiment(dict(algo="ppo", env_id="Pendulum-v1", kwargs=dict(agent=bad)))
 
 
 def test_parallel_samplers_get_workers_and_alternating_agents():

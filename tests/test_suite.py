@@ -31,6 +31,7 @@ def test_a_suite_file_loads_with_its_runs(tmp_path):
                                          algo="ppo", env_id="CartPole-v1", n_steps=2048, seed=1)
     assert entry.run_dir("out", 1).endswith("out/ppo_CartPole-v1/run_1")
     assert load_suite(suite(seeds=[3, 7], reference=None, n_steps=1e4)).entries[0].seeds == (3, 7)
+    assert entry.notes == "" and load_suite(suite(notes="RL Zoo")).entries[0].notes == "RL Zoo"
 
 
 @pytest.mark.parametrize("data, message", [
@@ -47,6 +48,7 @@ def test_a_suite_file_loads_with_its_runs(tmp_path):
      r"the reference score 2906 has no 'source': say where it was published"),
     (suite(reference=dict(score="high", steps=1, source="x")), "reference score must be a "
                                                                "finite number, got 'high'"),
+    (suite(notes=["a"]), r"notes must be a string, got \['a'\]"),
     (suite(n_steps=0), "n_steps must be a positive whole number, got 0"),
     (suite(seeds=[1, 1]), "seeds must be a count or a list of distinct non-negative ints"),
     (dict(name="x", runs=[ENTRY, ENTRY]), "two entries have the label 'ppo_CartPole-v1'"),

@@ -29,7 +29,9 @@ which logs the training episodes instead (no evaluation envs are built or steppe
 
 A ``kwargs`` section given in the config replaces the preset's values key by key
 (a nested dict such as ``model_kwargs`` as a whole). Keywords whose name ends
-in ``Cls`` take a dotted import path (``"torch.optim.RMSprop"``). ``log_dir``,
+in ``Cls`` or ``nonlinearity`` (at any depth, e.g. ``model_kwargs``'s
+``hidden_nonlinearity``) take a dotted import path (``"torch.optim.RMSprop"``,
+``"torch.nn.ReLU"``). ``log_dir``,
 ``run_ID``, ``name`` and ``snapshot_mode`` may sit in the config for the
 launcher's use; the builder ignores them.
 """
@@ -273,17 +275,26 @@ def _cores(full: dict[str, Any]) -> dict[str, Any]:
 
 # --- Building ---------------------------------------------------------------------------------
 
+def _is_class_key(key: str) -> bool:
+    """Keywords that take a class: ``...Cls`` and the models' ``...nonlinearity``."""
+    return key.endswith("Cls") or key.endswith("nonlinearity")
+
+
 def _resolve_classes(section: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """``kwargs`` with the dotted paths of ``...Cls`` keywords imported."""
+    """``kwargs`` with the dotted paths of ``...Cls`` and ``...nonlinearity`` keywords
+    imported, in nested dicts (``model_kwargs``) too."""
     resolved = dict(kwargs)
     for key, value in kwargs.items():
-        if key.endswith("Cls") and isinstance(value, str):
+        if isinstance(value, dict):
+            resolved[key] = _resolve_classes(f"{section}.{key}", value)
+        elif _is_class_key(key) and isinstance(value, str):
             module_name, _, attr = value.rpartition(".")
             try:
                 resolved[key] = getattr(importlib.import_module(module_name), attr)
             except (ImportError, AttributeError, ValueError):
+                example = "torch.nn.ReLU" if key.endswith("nonlinearity") else "torch.optim.RMSprop"
                 raise ValueError(f"config section '{section}': {key}={value!r} is not an "
-                                 "importable class path (e.g. 'torch.optim.RMSprop').") from None
+                                 f"importable class path (e.g. '{example}').") from None
     return resolved
 
 

@@ -11,7 +11,8 @@ A suite is a JSON file (see ``benchmarks/suite/``)::
          "config": {"kwargs": {"algo": {"learning_rate": 3e-4}}},   # optional
          "reference": {"score": 2906, "steps": 1000000,              # optional
                        "source": "CleanRL, ppo_continuous_action, HalfCheetah-v4"},
-         "label": "ppo_halfcheetah"}                                  # optional
+         "label": "ppo_halfcheetah",                                  # optional
+         "notes": "where the settings come from"}                     # optional
       ]
     }
 
@@ -20,7 +21,8 @@ other keys of a :func:`~rlframe.presets.build_experiment` config (``kwargs``,
 ``sampler``, ``batch_B``, ``log_interval_steps``, ...). A run of an entry is the
 experiment ``build_experiment`` builds from ``config`` with the entry's ``algo``,
 ``env_id``, ``n_steps`` and the seed; it lives in ``<out>/<label>/run_<seed>``
-(``label`` defaults to ``<algo>_<env_id>``). :func:`load_suite` checks the whole file,
+(``label`` defaults to ``<algo>_<env_id>``). ``notes`` is free text for readers (where
+the settings come from). :func:`load_suite` checks the whole file,
 each entry's experiment included, before anything runs.
 """
 from __future__ import annotations
@@ -35,7 +37,7 @@ from rlframe.presets.build import CONFIG_KEYS, _did_you_mean, build_experiment
 from rlframe.utils.report.runs import Reference
 
 SUITE_KEYS = ("name", "description", "runs")
-ENTRY_KEYS = ("algo", "env_id", "n_steps", "seeds", "config", "reference", "label")
+ENTRY_KEYS = ("algo", "env_id", "n_steps", "seeds", "config", "reference", "label", "notes")
 REFERENCE_KEYS = ("score", "steps", "source")
 # Keys an entry sets itself, so its config may not.
 _ENTRY_SET = ("algo", "env_id", "n_steps", "seed", "run_ID", "log_dir", "name",
@@ -57,6 +59,7 @@ class SuiteEntry:
     config: dict[str, Any]
     reference: Reference | None
     label: str
+    notes: str = ""
 
     def train_config(self, seed: int) -> dict[str, Any]:
         """The ``build_experiment`` config of the run with ``seed``."""
@@ -154,8 +157,11 @@ def _entry(index: int, raw: Any, check_experiments: bool) -> SuiteEntry:
     label = raw.get("label", f"{algo}_{str(env_id).replace('/', '-')}")
     if not isinstance(label, str) or not label or os.sep in label or label.startswith("."):
         raise SuiteError(f"{where}: label must be a plain folder name, got {label!r}.")
+    notes = raw.get("notes", "")
+    if not isinstance(notes, str):
+        raise SuiteError(f"{where}: notes must be a string, got {notes!r}.")
     entry = SuiteEntry(str(algo), str(env_id), n_steps, seeds, config,
-                       _reference(raw.get("reference"), where), label)
+                       _reference(raw.get("reference"), where), label, notes)
     if check_experiments:
         try:
             build_experiment(entry.train_config(seeds[0]))
