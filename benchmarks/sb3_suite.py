@@ -19,8 +19,12 @@ statistics, rewards unnormalized), as rlframe's evaluating runner does. Each run
 SB3's version) and a ``progress.csv`` with rlframe's columns (``Diagnostics/CumSteps``,
 ``Diagnostics/CumTime (s)``, ``ReturnAverage``, ``ReturnStd``, ``TrajsInEval``), so the
 report groups it as a setting of its own. A finished run holds ``suite_done.json`` and is
-not run again; an unfinished one starts over (SB3 keeps no snapshot here). Entries of
-other algorithms or envs are listed and left out.
+not run again. At every evaluation a run saves a checkpoint (``sb3_checkpoint/``: the
+model, its replay buffer or VecNormalize statistics, the rows and time so far); a stopped
+run continues from it when the script runs again (PPO's partial rollout and the random
+number generators' states are not kept, so the continued run is not the one an
+uninterrupted run would have been). Entries of other algorithms or envs are listed and
+left out.
 """
 from __future__ import annotations
 
@@ -29,9 +33,11 @@ import csv
 import dataclasses
 import json
 import os
+import shutil
 import sys
 import time
 
+from rlframe.cli.benchmark import record_system
 from rlframe.presets.suite import SuiteError, SuiteEntry, load_suite
 
 MUJOCO = ("HalfCheetah", "Hopper", "Walker2d", "Ant", "Humanoid", "Swimmer")
@@ -89,8 +95,55 @@ def make_model(entry: SuiteEntry, seed: int, settings: dict):
     return Cls("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **kwargs), env
 
 
+CHECKPOINT = "sb3_checkpoint"  # The model (with its replay or VecNormalize) at the last evaluation.
+
+
+def save_checkpoint(model, env, run_dir: str, steps: int, elapsed: float,
+                    rows: list[list]) -> None:
+    """Write the model, its replay buffer (SAC, TD3) or observation statistics (PPO), and
+    the rows and time so far, replacing the previous checkpoint only once all is written."""
+    from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    final = os.path.join(run_dir, CHECKPOINT)
+    partial = final + ".partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    os.makedirs(partial)
+    model.save(os.path.join(partial, "model.zip"))
+    if isinstance(model, OffPolicyAlgorithm):
+        model.save_replay_buffer(os.path.join(partial, "replay.pkl"))
+    if isinstance(env, VecNormalize):
+        env.save(os.path.join(partial, "vecnormalize.pkl"))
+    with open(os.path.join(partial, "state.json"), "w") as f:
+        json.dump(dict(steps=steps, elapsed=elapsed, rows=rows), f)
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(partial, final)
+
+
+def load_checkpoint(entry: SuiteEntry, seed: int, run_dir: str, settings: dict):
+    """``(model, env, state)`` from the run's checkpoint, or None without one."""
+    import stable_baselines3 as sb3
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    folder = os.path.join(run_dir, CHECKPOINT)
+    if not os.path.isfile(os.path.join(folder, "state.json")):
+        return None
+    with open(os.path.join(folder, "state.json")) as f:
+        state = json.load(f)
+    env = make_vec_env(entry.env_id, n_envs=1, seed=seed + 1_000 * len(state["rows"]))
+    if settings.get("normalize"):
+        env = VecNormalize.load(os.path.join(folder, "vecnormalize.pkl"), env)
+    Cls = {"ppo": sb3.PPO, "sac": sb3.SAC, "td3": sb3.TD3}[entry.algo]
+    model = Cls.load(os.path.join(folder, "model.zip"), env=env, device="cpu")
+    if os.path.isfile(os.path.join(folder, "replay.pkl")):
+        model.load_replay_buffer(os.path.join(folder, "replay.pkl"))
+    return model, env, state
+
+
 def train_run(entry: SuiteEntry, seed: int, run_dir: str, evals: int, episodes: int) -> None:
-    """Train one SB3 run, evaluating ``evals`` times, and write its run directory."""
+    """Train one SB3 run, evaluating ``evals`` times, and write its run directory; a run
+    with a checkpoint continues from it."""
     import gymnasium as gym
     import numpy as np
     import stable_baselines3 as sb3
@@ -98,18 +151,27 @@ def train_run(entry: SuiteEntry, seed: int, run_dir: str, evals: int, episodes: 
     from stable_baselines3.common.vec_env import VecNormalize
 
     settings = zoo_settings(entry)
-    model, env = make_model(entry, seed, settings)
+    resumed = load_checkpoint(entry, seed, run_dir, settings)
+    if resumed is None:
+        model, env = make_model(entry, seed, settings)
+        done_steps, elapsed, rows = 0, 0., []
+    else:
+        model, env, state = resumed
+        done_steps, elapsed, rows = state["steps"], state["elapsed"], state["rows"]
+        print(f"  continuing from its checkpoint at {done_steps:,} steps", flush=True)
     os.makedirs(run_dir, exist_ok=True)
+    record_system(run_dir, "new" if resumed is None else "resume")  # Machine and commit.
     with open(os.path.join(run_dir, "params.json"), "w") as f:
         json.dump(dict(env_id=entry.env_id, algo=f"sb3_{entry.algo}", seed=seed, run_ID=seed,
                        n_steps=entry.n_steps, framework=f"stable-baselines3 {sb3.__version__}",
                        hyperparameters=settings), f, indent=1)
     eval_env = gym.make(entry.env_id)
     interval = max(1, entry.n_steps // evals)
-    start = time.perf_counter()
+    start = time.perf_counter() - elapsed
     progress = open(os.path.join(run_dir, "progress.csv"), "w", newline="")
     writer = csv.writer(progress)
     writer.writerow(COLUMNS)
+    writer.writerows(rows)
 
     def evaluate(steps: int, row: int) -> None:
         returns = []
@@ -124,18 +186,23 @@ def train_run(entry: SuiteEntry, seed: int, run_dir: str, evals: int, episodes: 
                 total += float(reward)
                 done = terminated or truncated
             returns.append(total)
-        writer.writerow([row, steps, time.perf_counter() - start, float(np.mean(returns)),
-                         float(np.std(returns)), len(returns)])
+        rows.append([row, steps, time.perf_counter() - start, float(np.mean(returns)),
+                     float(np.std(returns)), len(returns)])
+        writer.writerow(rows[-1])
         progress.flush()
 
     class Evaluations(BaseCallback):
         def _on_step(self) -> bool:
             if self.num_timesteps % interval == 0:
                 evaluate(self.num_timesteps, self.num_timesteps // interval - 1)
+                if self.num_timesteps < entry.n_steps:
+                    save_checkpoint(model, env, run_dir, self.num_timesteps,
+                                    time.perf_counter() - start, rows)
             return True
 
     try:
-        model.learn(total_timesteps=entry.n_steps, callback=Evaluations())
+        model.learn(total_timesteps=entry.n_steps - done_steps, callback=Evaluations(),
+                    reset_num_timesteps=resumed is None)
         if entry.n_steps % interval:
             evaluate(entry.n_steps, entry.n_steps // interval)
     finally:
@@ -144,6 +211,7 @@ def train_run(entry: SuiteEntry, seed: int, run_dir: str, evals: int, episodes: 
         env.close()
     with open(os.path.join(run_dir, DONE_FILE), "w") as f:
         json.dump(dict(n_steps=entry.n_steps, seconds=time.perf_counter() - start), f)
+    shutil.rmtree(os.path.join(run_dir, CHECKPOINT), ignore_errors=True)
 
 
 def main() -> None:
