@@ -147,6 +147,7 @@ def train_run(entry: SuiteEntry, seed: int, run_dir: str, evals: int, episodes: 
     import gymnasium as gym
     import numpy as np
     import stable_baselines3 as sb3
+    import torch
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.vec_env import VecNormalize
 
@@ -164,7 +165,8 @@ def train_run(entry: SuiteEntry, seed: int, run_dir: str, evals: int, episodes: 
     with open(os.path.join(run_dir, "params.json"), "w") as f:
         json.dump(dict(env_id=entry.env_id, algo=f"sb3_{entry.algo}", seed=seed, run_ID=seed,
                        n_steps=entry.n_steps, framework=f"stable-baselines3 {sb3.__version__}",
-                       hyperparameters=settings), f, indent=1)
+                       torch_threads=torch.get_num_threads(), hyperparameters=settings), f,
+                  indent=1)
     eval_env = gym.make(entry.env_id)
     interval = max(1, entry.n_steps // evals)
     start = time.perf_counter() - elapsed
