@@ -249,8 +249,13 @@ def _setting_curve(label: str, runs: list[str], key: str, x_key: str) -> Setting
 
 def run_xy(run_dir: str, key: str, x_key: str) -> tuple[np.ndarray, np.ndarray]:
     """A run's (x, y) rows without NaNs, sorted by x."""
-    columns = load_progress(run_dir)
-    where = os.path.join(run_dir, "progress.csv")
+    return columns_xy(load_progress(run_dir), key, x_key,
+                      os.path.join(run_dir, "progress.csv"))
+
+
+def columns_xy(columns: dict[str, np.ndarray], key: str, x_key: str,
+               where: str) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`run_xy` of columns already loaded (:func:`load_progress`) from ``where``."""
     x = columns[resolve_key(columns, x_key, where)]
     y = columns[resolve_key(columns, key, where)]
     keep = np.isfinite(x) & np.isfinite(y)

@@ -9,7 +9,6 @@ import os
 
 import numpy as np
 
-from rlframe.utils.plotting import PlotError, run_xy
 from rlframe.utils.report.runs import Reference, SettingReport
 from rlframe.utils.report.stats import STATISTICS
 from rlframe.utils.system import SYSTEM_FILE
@@ -39,21 +38,17 @@ def setting_rows(reports: list[SettingReport],
 def run_rows(reports: list[SettingReport]) -> list[dict]:
     """One dict per run: setting, task, run directory, seed, the last step it reached,
     its final and best values (at its setting's shared end), its wall time in seconds
-    (the last ``CumTime (s)``), and the CPU, core count and commit of each start
+    (the last ``CumTime (s)``, as :func:`~rlframe.utils.report.runs.setting_reports` read
+    it), and the CPU, core count and commit of each start
     (from ``system.json``; several joined by ``"; "`` for a run resumed elsewhere)."""
     rows = []
     for r in reports:
-        bests = r.bests or (float("nan"),) * len(r.run_dirs)
-        for run_dir, (x, _), final, best in zip(r.run_dirs, r.xy, r.finals, bests):
-            try:
-                _, wall = run_xy(run_dir, "CumTime (s)", "CumSteps")
-                wall_s = float(wall[-1])
-            except PlotError:  # A progress.csv without the column.
-                wall_s = float("nan")
-            system = _system(run_dir)
+        nans = (float("nan"),) * len(r.run_dirs)
+        for run_dir, (x, _), final, best, wall_s in zip(r.run_dirs, r.xy, r.finals,
+                                                        r.bests or nans, r.wall_s or nans):
             rows.append(dict(setting=r.label, task=r.task, run_dir=run_dir,
                              seed=_seed(run_dir), steps=int(x[-1]), final=final, best=best,
-                             wall_s=wall_s, **system))
+                             wall_s=wall_s, **_system(run_dir)))
     return rows
 
 

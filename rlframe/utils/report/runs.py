@@ -25,8 +25,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from rlframe.utils.plotting import (PlotError, find_run_dirs, format_count, group_runs,
-                                    run_xy)
+from rlframe.utils.plotting import (PlotError, columns_xy, find_run_dirs, format_count,
+                                    group_runs, load_progress)
 from rlframe.utils.report.stats import STATISTICS, Estimate, interval_estimate
 
 UNKNOWN_TASK = "(no env_id)"
@@ -57,6 +57,7 @@ class SettingReport:
         xy: per run, its ``(x_key, key)`` rows as read (NaN rows left out), which
             :func:`iqm_curves` draws from.
         bests: [runs] each run's best value.
+        wall_s: [runs] each run's last ``CumTime (s)`` (NaN where it has none).
     """
     label: str
     task: str
@@ -69,6 +70,7 @@ class SettingReport:
     xy: tuple[tuple[np.ndarray, np.ndarray], ...] = dataclasses.field(default=(),
                                                                       compare=False)
     bests: tuple[float, ...] = ()
+    wall_s: tuple[float, ...] = ()
 
 
 def task_of(run_dir: str) -> str:
@@ -107,7 +109,10 @@ def setting_reports(paths: Iterable[str], key: str = "ReturnAverage", x_key: str
     for (label, runs), folder in zip(groups.items(), folders):
         if folders.count(folder) == 1:  # The folder names the setting: a short label.
             label = folder
-        xy = [run_xy(run, key, x_key) for run in runs]
+        columns = [load_progress(run) for run in runs]  # Each file read once.
+        wheres = [os.path.join(run, "progress.csv") for run in runs]
+        xy = [columns_xy(c, key, x_key, where) for c, where in zip(columns, wheres)]
+        wall_s = tuple(_wall_time(c, x_key, where) for c, where in zip(columns, wheres))
         end = min(x[-1] for x, _ in xy)
         finals, bests = [], []
         for run, (x, y) in zip(runs, xy):
@@ -123,8 +128,16 @@ def setting_reports(paths: Iterable[str], key: str = "ReturnAverage", x_key: str
         best = {name: interval_estimate({task: bests}, name, confidence, n_resamples, seed)
                 for name in STATISTICS}
         reports.append(SettingReport(label, task, tuple(runs), float(end), final, best,
-                                     tuple(finals), folder, tuple(xy), tuple(bests)))
+                                     tuple(finals), folder, tuple(xy), tuple(bests), wall_s))
     return reports
+
+
+def _wall_time(columns: dict[str, np.ndarray], x_key: str, where: str) -> float:
+    """The run's ``CumTime (s)`` at its last ``x_key`` row (NaN without the column)."""
+    try:
+        return float(columns_xy(columns, "CumTime (s)", x_key, where)[1][-1])
+    except PlotError:
+        return float("nan")
 
 
 def _cell(estimate: Estimate) -> str:
