@@ -69,10 +69,15 @@ def zoo_settings(entry: SuiteEntry) -> dict | None:
     return ZOO.get((entry.algo, family), ZOO.get((entry.algo, "*")))
 
 
+def sb3_class(algo: str) -> type:
+    """SB3's class of a suite algorithm (``ppo``, ``sac``, ``td3``)."""
+    import stable_baselines3 as sb3
+    return {"ppo": sb3.PPO, "sac": sb3.SAC, "td3": sb3.TD3}[algo]
+
+
 def make_model(entry: SuiteEntry, seed: int, settings: dict):
     """The SB3 model of ``entry`` with ``settings`` and its training env."""
     import numpy as np
-    import stable_baselines3 as sb3
     import torch
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.noise import NormalActionNoise
@@ -91,8 +96,8 @@ def make_model(entry: SuiteEntry, seed: int, settings: dict):
         kwargs["policy_kwargs"] = dict(log_std_init=kwargs.pop("log_std_init"), ortho_init=False,
                                        activation_fn=torch.nn.ReLU,
                                        net_arch=dict(pi=[256, 256], vf=[256, 256]))
-    Cls = {"ppo": sb3.PPO, "sac": sb3.SAC, "td3": sb3.TD3}[entry.algo]
-    return Cls("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **kwargs), env
+    return sb3_class(entry.algo)("MlpPolicy", env, seed=seed, device="cpu", verbose=0,
+                                 **kwargs), env
 
 
 CHECKPOINT = "sb3_checkpoint"  # The model (with its replay or VecNormalize) at the last evaluation.
@@ -122,7 +127,6 @@ def save_checkpoint(model, env, run_dir: str, steps: int, elapsed: float,
 
 def load_checkpoint(entry: SuiteEntry, seed: int, run_dir: str, settings: dict):
     """``(model, env, state)`` from the run's checkpoint, or None without one."""
-    import stable_baselines3 as sb3
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
 
@@ -134,8 +138,8 @@ def load_checkpoint(entry: SuiteEntry, seed: int, run_dir: str, settings: dict):
     env = make_vec_env(entry.env_id, n_envs=1, seed=seed + 1_000 * len(state["rows"]))
     if settings.get("normalize"):
         env = VecNormalize.load(os.path.join(folder, "vecnormalize.pkl"), env)
-    Cls = {"ppo": sb3.PPO, "sac": sb3.SAC, "td3": sb3.TD3}[entry.algo]
-    model = Cls.load(os.path.join(folder, "model.zip"), env=env, device="cpu")
+    model = sb3_class(entry.algo).load(os.path.join(folder, "model.zip"), env=env,
+                                       device="cpu")
     if os.path.isfile(os.path.join(folder, "replay.pkl")):
         model.load_replay_buffer(os.path.join(folder, "replay.pkl"))
     return model, env, state
