@@ -29,7 +29,8 @@ games always run with rlpyt's preprocessing (AtariEnv), whatever the id's versio
 each holding keyword arguments of that component, e.g.
   '{{"algo": {{"learning_rate": 3e-4}}, "agent": {{"model_kwargs": {{"hidden_sizes": [32]}}}}}}'
 They replace the defaults key by key; keywords ending in Cls or nonlinearity take an
-import path ("torch.optim.RMSprop", "torch.nn.ReLU"). The run directory's params.json holds the full config.
+import path ("torch.optim.RMSprop", "torch.nn.ReLU"). The run directory's params.json
+holds the full config.
 --config also takes a full config (with "env_id" and "kwargs", as params.json and
 `rlframe autotune` write it): its settings (sampler, n_parallel, batch_B, ...) are
 the defaults, and the options given here override them. A sampler section with

@@ -31,9 +31,8 @@ A ``kwargs`` section given in the config replaces the preset's values key by key
 (a nested dict such as ``model_kwargs`` as a whole). Keywords whose name ends
 in ``Cls`` or ``nonlinearity`` (at any depth, e.g. ``model_kwargs``'s
 ``hidden_nonlinearity``) take a dotted import path (``"torch.optim.RMSprop"``,
-``"torch.nn.ReLU"``). ``log_dir``,
-``run_ID``, ``name`` and ``snapshot_mode`` may sit in the config for the
-launcher's use; the builder ignores them.
+``"torch.nn.ReLU"``). ``log_dir``, ``run_ID``, ``name`` and ``snapshot_mode`` may sit
+in the config for the launcher's use; the builder ignores them.
 """
 from __future__ import annotations
 

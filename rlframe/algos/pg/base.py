@@ -94,8 +94,8 @@ class PolicyGradientAlgo(RlAlgorithm):
 
     Subclasses set ``discount``, ``gae_lambda``, ``normalize_advantage``,
     ``normalize_reward``, ``bootstrap_timelimit``, ``compile`` and the optimizer
-    arguments; their losses share :meth:`forward` (one agent call for policy and value) and
-    :meth:`value_entropy_loss`.
+    arguments; their losses share :meth:`forward` (one agent call for policy and
+    value) and :meth:`value_entropy_loss`.
     """
 
     bootstrap_value = True
