@@ -34,6 +34,19 @@ def test_a_suite_file_loads_with_its_runs(tmp_path):
     assert entry.notes == "" and load_suite(suite(notes="RL Zoo")).entries[0].notes == "RL Zoo"
 
 
+def test_off_policy_runs_keep_their_replay_with_each_snapshot():
+    """A resumed SAC or DQN run must learn as one never stopped: its replay comes back."""
+    sac, = load_suite(suite(algo="sac", env_id="Pendulum-v1", config=None)).entries
+    assert sac.train_config(0)["kwargs"] == dict(algo=dict(checkpoint_replay=True))
+    dqn, = load_suite(suite(algo="dqn", config=dict(kwargs=dict(
+        algo=dict(checkpoint_replay=False, batch_size=32))))).entries
+    assert dqn.train_config(0)["kwargs"]["algo"] == dict(checkpoint_replay=False,
+                                                         batch_size=32)
+    from rlframe.presets import build_experiment
+    runner, _ = build_experiment(sac.train_config(0))
+    assert runner.algo.checkpoint_replay is True
+
+
 @pytest.mark.parametrize("data, message", [
     (dict(suite(), nme="x"), r"the suite: unknown key 'nme'. Did you mean 'name'\?"),
     (dict(name="x", runs=[]), "the suite needs 'runs', a non-empty list"),

@@ -21,18 +21,23 @@ other keys of a :func:`~rlframe.presets.build_experiment` config (``kwargs``,
 ``sampler``, ``batch_B``, ``log_interval_steps``, ...). A run of an entry is the
 experiment ``build_experiment`` builds from ``config`` with the entry's ``algo``,
 ``env_id``, ``n_steps`` and the seed; it lives in ``<out>/<label>/run_<seed>``
-(``label`` defaults to ``<algo>_<env_id>``). ``notes`` is free text for readers (where
+(``label`` defaults to ``<algo>_<env_id>``). Off-policy runs save their replay buffer
+with each snapshot (``checkpoint_replay=True``, unless the entry's
+``config.kwargs.algo`` says otherwise), so that a run stopped and resumed learns as one
+that was never stopped. ``notes`` is free text for readers (where
 the settings come from). :func:`load_suite` checks the whole file,
 each entry's experiment included, before anything runs.
 """
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import math
 import os
 from typing import Any
 
+from rlframe.presets.algos import ALGOS
 from rlframe.presets.build import CONFIG_KEYS, _did_you_mean, build_experiment
 from rlframe.utils.report.runs import Reference
 
@@ -63,8 +68,13 @@ class SuiteEntry:
 
     def train_config(self, seed: int) -> dict[str, Any]:
         """The ``build_experiment`` config of the run with ``seed``."""
-        return {**json.loads(json.dumps(self.config)), "algo": self.algo,
-                "env_id": self.env_id, "n_steps": self.n_steps, "seed": seed}
+        config = {**json.loads(json.dumps(self.config)), "algo": self.algo,
+                  "env_id": self.env_id, "n_steps": self.n_steps, "seed": seed}
+        if _keeps_replay(self.algo):
+            kwargs = config.setdefault("kwargs", {})
+            if isinstance(kwargs, dict) and isinstance(kwargs.setdefault("algo", {}), dict):
+                kwargs["algo"].setdefault("checkpoint_replay", True)
+        return config
 
     def run_dir(self, out_dir: str, seed: int) -> str:
         """Where the run with ``seed`` lives under ``out_dir``."""
@@ -168,6 +178,13 @@ def _entry(index: int, raw: Any, check_experiments: bool) -> SuiteEntry:
         except (ValueError, TypeError) as error:
             raise SuiteError(f"{where}: {' '.join(str(error).split())}") from None
     return entry
+
+
+def _keeps_replay(algo: str) -> bool:
+    """Whether the preset algorithm ``algo`` has a replay buffer it can snapshot."""
+    preset = ALGOS.get(algo)
+    return preset is not None and "checkpoint_replay" in inspect.signature(
+        preset.AlgoCls.__init__).parameters
 
 
 def _positive_int(value: Any, what: str) -> int:
