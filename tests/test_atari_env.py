@@ -77,6 +77,26 @@ def _play_until_life_lost(env: AtariEnv, max_steps: int = 2000):
     raise AssertionError("no life lost")
 
 
+def test_observations_handed_out_are_never_written_again():
+    """Steps return their stacks without a copy: later steps, a lost life (which clears
+    the stack) and a reset must leave the arrays already returned as they were."""
+    env = _env(game="breakout", fire_on_reset=True)
+    obs = env.reset()
+    kept = [(obs, obs.copy())]
+    lives, rng = env.ale.lives(), np.random.default_rng(0)
+    for _ in range(2000):
+        obs, *_ = env.step(int(rng.integers(env.action_space.n)))
+        kept.append((obs, obs.copy()))
+        if env.ale.lives() < lives:
+            break
+    assert env.ale.lives() < lives and not obs[:-1].any()
+    obs = env.reset()
+    kept += [(obs, obs.copy()), (env.step(0).observation, None), (env.get_obs(), None)]
+    for obs, copy in kept[:-2]:
+        np.testing.assert_array_equal(obs, copy)
+    assert len({id(obs) for obs, _ in kept}) == len(kept)
+
+
 def test_episodic_lives_ends_episode_not_game():
     env = _env(game="breakout", fire_on_reset=True)
     obs, _, done, info = _play_until_life_lost(env)
@@ -131,10 +151,24 @@ def test_atari_traj_info_sums_game_score():
     assert traj_info.Length == 200
 
 
-def test_downsample_is_rounded_block_mean():
-    a = np.random.default_rng(0).integers(0, 256, size=(208, 160), dtype=np.uint8)
-    expected = np.floor(a.reshape(104, 2, 80, 2).astype(float).mean(axis=(1, 3)) + 0.5)
-    np.testing.assert_array_equal(downsample(a), expected.astype(np.uint8))
+@pytest.mark.parametrize("little_endian", [True, False])
+def test_downsample_is_rounded_block_mean(monkeypatch, little_endian):
+    """Both ways of summing the column pairs, on random frames, all-255 blocks (the
+    largest sums) and every remainder of the rounding, with and without scratch."""
+    from rlframe.envs.atari import frames
+    monkeypatch.setattr(frames, "_LITTLE_ENDIAN", little_endian)
+    rng = np.random.default_rng(0)
+    edges = np.full((208, 160), 255, np.uint8)
+    edges[:, :8] = rng.integers(0, 3, size=(208, 8))  # Small sums: every remainder.
+    edges[100:, 40:] = 0
+    scratch = (np.zeros((104, 160), np.uint16), np.zeros((104, 80), np.uint32))
+    for a in (rng.integers(0, 256, size=(208, 160), dtype=np.uint8), edges,
+              rng.integers(250, 256, size=(208, 160), dtype=np.uint8)):
+        expected = np.floor(a.reshape(104, 2, 80, 2).astype(float).mean(axis=(1, 3)) + 0.5)
+        np.testing.assert_array_equal(downsample(a), expected.astype(np.uint8))
+        out = np.zeros((104, 80), np.uint8)
+        assert downsample(a, out=out, scratch=scratch) is out
+        np.testing.assert_array_equal(out, expected.astype(np.uint8))
 
 
 def test_bad_game_names_close_matches():

@@ -160,7 +160,7 @@ class AtariEnv(Env):
         self._raw_frames = np.zeros((2, RAW_H, RAW_W), dtype=np.uint8)
         self._max_frame = np.zeros((RAW_H, RAW_W), dtype=np.uint8)
         if self._frame_shape == RLPYT_SHAPE:
-            self._scratch = (np.zeros((h, RAW_W), np.uint16), np.zeros((h, w), np.uint16))
+            self._scratch = (np.zeros((h, RAW_W), np.uint16), np.zeros((h, w), np.uint32))
             self._resize: AreaResize | None = None
         else:
             self._resize = AreaResize(self._frame_shape)
@@ -193,7 +193,6 @@ class AtariEnv(Env):
         """
         self.ale.reset_game()
         self._raw_frames[:] = 0
-        self._obs[:] = 0
         self._life_reset()
         for _ in range(int(self._rng.integers(0, self._max_start_noops + 1))):
             self.ale.act(0)
@@ -202,9 +201,9 @@ class AtariEnv(Env):
                 if ale_action in self._action_ids:
                     self.ale.act(self._action_set[self._action_ids.index(ale_action)])
         self.ale.getScreenGrayscale(self._raw_frames[1])
-        self._push_frame()
+        self._push_frame(clear=True)
         self._step_counter = 0
-        return self._obs.copy()
+        return self._obs
 
     def step(self, action: SpaceValue | int) -> EnvStep:
         """Play ``frame_skip`` frames with one action.
@@ -227,12 +226,12 @@ class AtariEnv(Env):
 
         lives = ale.lives()
         lost_life = 0 < lives < self._lives
+        clear = lost_life and self._episodic_lives
         if lost_life:
             self._life_reset()
-            if self._episodic_lives:
-                self._obs[:] = 0
+            if clear:
                 raw[0] = 0  # Max of the two frames = the final frame.
-        self._push_frame()
+        self._push_frame(clear)
 
         ended = ale.game_over()
         timed_out = self._step_counter >= self._horizon
@@ -243,7 +242,7 @@ class AtariEnv(Env):
         else:
             reward = game_score
         self._step_counter += 1
-        return EnvStep(self._obs.copy(), np.asarray(reward, dtype=np.float32),
+        return EnvStep(self._obs, np.asarray(reward, dtype=np.float32),
                        bool(game_over or episode_end),
                        EnvInfo(np.float32(game_score), bool(game_over),
                                bool(timed_out and not episode_end)))
@@ -288,15 +287,23 @@ class AtariEnv(Env):
         self.ale.act(0)  # One NOOP, as rlpyt does after a reset or a lost life.
         self._lives = self.ale.lives()
 
-    def _push_frame(self) -> None:
-        self._obs[:-1] = self._obs[1:]  # Oldest first, newest last.
+    def _push_frame(self, clear: bool = False) -> None:
+        """Make the next observation: the last frames (zeros if ``clear``), oldest first,
+        and the new one. It is a new array that the env never writes again, so that
+        :meth:`step` and :meth:`reset` hand it out without copying it."""
+        obs = np.empty_like(self._obs)
+        if clear:
+            obs[:-1] = 0
+        else:
+            obs[:-1] = self._obs[1:]
         if self._resize is None:  # rlpyt: max of two frames cropped to 208 rows, halved.
             frame = np.maximum(self._raw_frames[0, 1:-1], self._raw_frames[1, 1:-1],
                                out=self._max_frame[1:-1])
-            downsample(frame, out=self._obs[-1], scratch=self._scratch)
+            downsample(frame, out=obs[-1], scratch=self._scratch)
         else:  # The max of the two whole screens, area-resized.
             frame = np.maximum(self._raw_frames[0], self._raw_frames[1], out=self._max_frame)
-            self._resize(frame, out=self._obs[-1])
+            self._resize(frame, out=obs[-1])
+        self._obs = obs
 
     @property
     def game(self) -> str:

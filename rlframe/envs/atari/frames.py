@@ -6,11 +6,13 @@ processed frame into the observation stack, allocating nothing per step.
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
 RAW_H, RAW_W = 210, 160  # ALE screen size.
 RLPYT_SHAPE = (104, 80)  # Cropped to 208 rows, then halved.
+_LITTLE_ENDIAN = sys.byteorder == "little"
 DEEPMIND_SHAPE = (84, 84)
 """DeepMind's frame size (DQN Nature paper; Stable-Baselines3 and EnvPool by default)."""
 
@@ -20,25 +22,35 @@ def downsample(frame: np.ndarray, out: np.ndarray | None = None,
     """2x2 block mean, rounded half up, of a cropped frame:
     ``(a[0::2, 0::2] + a[1::2, 0::2] + a[0::2, 1::2] + a[1::2, 1::2] + 2) // 4``.
 
+    Pairs of rows are summed into uint16; each pair of neighbouring uint16 sums is then
+    read as one little-endian uint32 ``e + 65536 * o``, whose product with 65537 holds
+    ``e + o`` in its upper half (the ``65536 * o * 65536`` term falls off the top). So
+    the column pairs are summed by one multiplication instead of two strided reads.
+
     Args:
-        frame: [208, 160] uint8.
-        out: [104, 80] uint8 to write into (a new array if None).
-        scratch: uint16 arrays [104, 160] and [104, 80] to reuse (AtariEnv passes
+        frame: [2h, 2w] uint8 (rlpyt's [208, 160]).
+        out: [h, w] uint8 to write into (a new array if None).
+        scratch: uint16 [h, 2w] and uint32 [h, w] arrays to reuse (AtariEnv passes
             its own, so a step allocates nothing).
 
     Returns:
-        [104, 80] uint8 (``out``).
+        [h, w] uint8 (``out``).
     """
     h, w = frame.shape[0] // 2, frame.shape[1] // 2
-    rows, cols = scratch if scratch is not None else (np.empty((h, 2 * w), np.uint16),
-                                                      np.empty((h, w), np.uint16))
-    np.add(frame[0::2], frame[1::2], out=rows, dtype=np.uint16)  # Pairs of rows,
-    np.add(rows[:, 0::2], rows[:, 1::2], out=cols)  # then pairs of columns.
-    cols += 2
-    cols >>= 2
+    rows, sums = scratch if scratch is not None else (np.empty((h, 2 * w), np.uint16),
+                                                      np.empty((h, w), np.uint32))
+    np.add(frame[0::2], frame[1::2], out=rows, dtype=np.uint16)  # Pairs of rows.
+    if _LITTLE_ENDIAN:
+        np.multiply(rows.view(np.uint32), 65537, out=sums)  # Upper half: e + o.
+        sums += 2 << 16  # Round half up: (e + o + 2) >> 2 lands in bits 18 and up.
+        sums >>= 18
+    else:
+        np.add(rows[:, 0::2], rows[:, 1::2], out=sums)
+        sums += 2
+        sums >>= 2
     if out is None:
-        return cols.astype(np.uint8)
-    np.copyto(out, cols, casting="unsafe")
+        return sums.astype(np.uint8)
+    np.copyto(out, sums, casting="unsafe")
     return out
 
 
