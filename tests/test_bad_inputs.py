@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import sys
 from unittest import mock
 from typing import Any, Callable, NamedTuple
 
@@ -223,6 +224,12 @@ def train(*argv: str) -> int:
 
 def ppo_train(*argv: str) -> int:
     return train("ppo", "CartPole-v1", "--n-steps", "64", "--log-dir", "runs", *argv)
+
+
+def without_module(name: str, fn: Callable[[], Any]) -> Any:
+    """``fn()`` with the package ``name`` made unimportable, as if not installed."""
+    with mock.patch.dict(sys.modules, {name: None}):
+        return fn()
 
 
 # ------------------------------------------------------------------------- algorithms
@@ -721,6 +728,12 @@ COMMAND_LINE = [
          lambda: ppo_train("--config", '{"algo": {"learning_rat": 1e-3}}'), CLI,
          ("config section 'algo': PPO takes no keyword 'learning_rat'",
           "Did you mean 'learning_rate'?"), no_data=True),
+    Case("train_track_typo", lambda: ppo_train("--track", "mlfow"), USAGE,
+         ("argument --track: invalid choice: 'mlfow'", "'mlflow', 'wandb'"), no_data=True),
+    Case("train_track_not_installed",
+         lambda: without_module("wandb", lambda: ppo_train("--track", "wandb")), CLI,
+         ("--track: outputs=['wandb']: tracking with Weights & Biases needs its package: "
+          "pip install rlframe[wandb]",), no_data=True),
     Case("train_config_section_typo", lambda: ppo_train("--config", '{"agnt": {}}'), CLI,
          ("Unknown config section 'agnt'. Did you mean 'agent'?",), no_data=True),
     Case("train_config_batch_B", lambda: ppo_train("--config", '{"sampler": {"batch_B": 2}}'),

@@ -36,3 +36,6 @@ def test_the_offered_names_are_the_stacks():
     assert AUTOTUNE_BACKENDS == BACKEND_CHOICES
     assert SECTIONS == PRESET_SECTIONS
     assert SNAPSHOT_MODES == LOGGER_SNAPSHOT_MODES
+    from rlframe.cli.choices import TRACKERS
+    from rlframe.utils.logging.tracking import TRACKERS as TRACKING_TRACKERS
+    assert TRACKERS == TRACKING_TRACKERS

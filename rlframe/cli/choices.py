@@ -16,3 +16,6 @@ SECTIONS = ("algo", "agent", "sampler", "runner", "env")
 
 SNAPSHOT_MODES = ("all", "last", "gap", "last+gap", "none")
 """``logger_context``'s snapshot modes (``rlframe.utils.logging.logger.SNAPSHOT_MODES``)."""
+
+TRACKERS = ("mlflow", "wandb")
+"""Experiment trackers of ``--track`` (``rlframe.utils.logging.tracking.TRACKERS``)."""

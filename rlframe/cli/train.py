@@ -13,7 +13,8 @@ import os
 from typing import Any
 
 from rlframe.cli import CommandError
-from rlframe.cli.choices import ALGO_NAMES, SAMPLER_NAMES, SECTIONS, SNAPSHOT_MODES
+from rlframe.cli.choices import (ALGO_NAMES, SAMPLER_NAMES, SECTIONS, SNAPSHOT_MODES,
+                                 TRACKERS)
 
 DESCRIPTION = """\
 Train ALGO on ENV_ID with rlframe's standard stack: a sampler, the algorithm's
@@ -88,6 +89,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="env steps between evaluations and log rows")
     add("--snapshot-mode", default="last", choices=SNAPSHOT_MODES,
         help="which parameter snapshots to keep (default: last)")
+    add("--track", metavar="NAME", action="append", choices=TRACKERS,
+        help="also send the config, progress rows and run files to an experiment tracker: "
+             f"{' | '.join(TRACKERS)} (repeat for both; needs pip install rlframe[NAME]; "
+             "MLflow: MLFLOW_TRACKING_URI or ./mlflow.db; W&B: offline unless logged in)")
+    add("--track-group", metavar="NAME",
+        help="the tracker's MLflow experiment / W&B group (default: <algo>_<env>)")
     parser.set_defaults(run=run)
     return parser
 
@@ -110,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
                                "on the CPU.")
     from rlframe.presets import build_experiment  # torch: imported once a run starts.
     from rlframe.utils.logging.context import logger_context
+    from rlframe.utils.logging.tracking import check_outputs
     try:
         runner, config = build_experiment(config_from_args(args))
     except (ValueError, TypeError, FileNotFoundError) as error:
@@ -117,9 +125,14 @@ def run(args: argparse.Namespace) -> int:
     name = f"{config['algo']}_{config['env_id'].replace('/', '-')}"
     log_dir = args.log_dir or name
     config.update(log_dir=log_dir, name=name, snapshot_mode=args.snapshot_mode)
+    try:
+        check_outputs(args.track)  # Before the run directory is made.
+    except ImportError as error:
+        raise CommandError(f"--track: {error}") from None
     context = logger_context(log_dir, 0 if args.run_ID is None else args.run_ID, name, config,
                              snapshot_mode=args.snapshot_mode, override_prefix=bool(args.log_dir),
-                             if_exists="suffix" if args.run_ID is None else "error")
+                             if_exists="suffix" if args.run_ID is None else "error",
+                             outputs=args.track, tracking_group=args.track_group)
     with contextlib.ExitStack() as stack:
         try:
             run_dir = stack.enter_context(context)

@@ -24,7 +24,7 @@ import os
 import pickle  # noqa: F401
 import re  # noqa: F401
 import warnings
-from typing import Any, Callable, Iterator  # noqa: F401
+from typing import Any, Callable, Iterator, Sequence  # noqa: F401
 
 import numpy as np  # noqa: F401
 import torch  # noqa: F401
@@ -44,13 +44,16 @@ from rlframe.utils.logging.run_dir import (DATA_DIR_ENV_VAR, IF_EXISTS, LOG_DIR,
                                            _holds_run_besides, _is_within, _relative_part,
                                            get_log_dir)
 from rlframe.utils.logging.run_logger import Logger
+from rlframe.utils.logging.tracking import RunTracking, check_outputs
+from rlframe.utils.logging.tracking import read_state as read_tracking_state
 from rlframe.utils.snapshot_files import check_snapshot_mode
 
 @contextlib.contextmanager
 def logger_context(log_dir: str, run_ID: int, name: str, log_params: dict | None = None,
                    snapshot_mode: str = "none", override_prefix: bool = False,
                    use_summary_writer: bool = False, if_exists: str = "error",
-                   resume: bool = False) -> Iterator[str | None]:
+                   resume: bool = False, outputs: Sequence[str] | None = None,
+                   tracking_group: str | None = None) -> Iterator[str | None]:
     """Log a run to its own directory through a fresh logger for the ``with`` block.
 
     The directory is ``<root>/local/<YYYYMMDD>/<HHMMSS>/<log_dir>/run_<run_ID>``,
@@ -97,6 +100,11 @@ def logger_context(log_dir: str, run_ID: int, name: str, log_params: dict | None
             starts afresh; one holding a run without a snapshot is an error (and is
             left as it is). To resume a run directory not named ``run_<ID>``, see
             :func:`logger_context_at`.
+        outputs: experiment trackers that also receive the config, every progress row
+            and, at the end, the run's files and status: ``"mlflow"`` and/or ``"wandb"``
+            (see :mod:`rlframe.utils.logging.tracking`; each needs its extra). ``None``:
+            none for a new run, and the run's own (``tracking.json``) for a resumed one.
+        tracking_group: the trackers' MLflow experiment / W&B group (default ``name``).
 
     Under torchrun (``RANK`` > 0 in a job of several processes) only rank 0
     writes: the other ranks get a silent logger, no directory, and ``None``.
@@ -108,6 +116,7 @@ def logger_context(log_dir: str, run_ID: int, name: str, log_params: dict | None
         TypeError: ``log_params`` is not a dict (before anything is written).
         ValueError: a setting is not allowed, or ``resume`` finds a run made with
             other ``log_params`` or an unreadable snapshot (``SnapshotError``).
+        ImportError: a tracker in ``outputs`` is not installed (naming its extra).
         FileExistsError: the run directory holds a run (and ``if_exists="error"``), or
             ``resume`` finds one without a snapshot.
     """
@@ -136,7 +145,8 @@ def logger_context(log_dir: str, run_ID: int, name: str, log_params: dict | None
         return exp_dir, "suffix", note
 
     with _checked_run_logging(locate, run_ID, name, log_params, snapshot_mode,
-                              use_summary_writer, if_exists, resume) as path:
+                              use_summary_writer, if_exists, resume,
+                              (outputs, tracking_group)) as path:
         yield path
 
 
@@ -144,33 +154,39 @@ def logger_context(log_dir: str, run_ID: int, name: str, log_params: dict | None
 def logger_context_at(run_dir: str, run_ID: int | str, name: str,
                       log_params: dict | None = None, snapshot_mode: str = "none",
                       use_summary_writer: bool = False, if_exists: str = "error",
-                      resume: bool = False) -> Iterator[str | None]:
+                      resume: bool = False, outputs: Sequence[str] | None = None,
+                      tracking_group: str | None = None) -> Iterator[str | None]:
     """:func:`logger_context` in the run directory ``run_dir`` exactly as given, whatever
     its name: e.g. to resume a run whose ``run_<ID>`` directory was renamed.
 
     Args:
         run_dir: the run directory (created if missing; never nested under the root).
         run_ID: the run number recorded in ``params.json`` and the log prefix.
-        name, log_params, snapshot_mode, use_summary_writer, if_exists, resume: as for
-            :func:`logger_context`.
+        name, log_params, snapshot_mode, use_summary_writer, if_exists, resume, outputs,
+            tracking_group: as for :func:`logger_context`.
 
     Yields:
         The absolute run directory (None on torchrun ranks other than 0).
     """
     with _checked_run_logging(lambda: (os.path.abspath(run_dir), if_exists, None), run_ID,
                               name, log_params, snapshot_mode, use_summary_writer, if_exists,
-                              resume) as path:
+                              resume, (outputs, tracking_group)) as path:
         yield path
 
 
 @contextlib.contextmanager
 def _checked_run_logging(locate: Callable[[], tuple[str, str, str | None]], run_ID: int | str,
                          name: str, log_params: dict | None, snapshot_mode: str,
-                         use_summary_writer: bool, if_exists: str, resume: bool
+                         use_summary_writer: bool, if_exists: str, resume: bool,
+                         tracking: tuple[Sequence[str] | None, str | None]
                          ) -> Iterator[str | None]:
     """Check the settings, then log to the directory ``locate()`` gives as
-    ``(run directory, if_exists, note)``; a silent logger on torchrun ranks above 0."""
+    ``(run directory, if_exists, note)``; a silent logger on torchrun ranks above 0.
+    ``tracking`` is ``(outputs, tracking_group)``."""
     _check_log_params(log_params)
+    outputs, tracking_group = tracking
+    if outputs is not None:
+        outputs = check_outputs(outputs)
     if torchrun_rank() > 0:
         with _quiet_logger():
             yield None
@@ -178,7 +194,7 @@ def _checked_run_logging(locate: Callable[[], tuple[str, str, str | None]], run_
     _check_settings(snapshot_mode, if_exists)
     exp_dir, if_exists, note = locate()
     with _run_logging(exp_dir, run_ID, name, log_params, snapshot_mode, use_summary_writer,
-                      if_exists, resume, note) as path:
+                      if_exists, resume, note, outputs, tracking_group) as path:
         yield path
 
 
@@ -210,7 +226,8 @@ def _quiet_logger() -> Iterator[None]:
 @contextlib.contextmanager
 def _run_logging(exp_dir: str, run_ID: int | str, name: str, log_params: dict | None,
                  snapshot_mode: str, use_summary_writer: bool, if_exists: str, resume: bool,
-                 note: str | None) -> Iterator[str]:
+                 note: str | None, outputs: tuple[str, ...] | None,
+                 tracking_group: str | None) -> Iterator[str]:
     """The body of :func:`logger_context` once the absolute run directory is known."""
     summary_writer_cls = None
     if use_summary_writer:
@@ -235,6 +252,10 @@ def _run_logging(exp_dir: str, run_ID: int | str, name: str, log_params: dict | 
     else:
         exp_dir = _claim_run_dir(exp_dir, if_exists)
     params_path = os.path.join(exp_dir, "params.json")
+    if outputs is None and resume_from is not None:  # The run's own trackers, if any.
+        outputs = check_outputs(list(read_tracking_state(exp_dir)))
+    tracking = RunTracking(exp_dir, outputs, resume_from is not None) if outputs else None
+    status = "FINISHED"
 
     try:
         with use_logger(run_logger):
@@ -259,9 +280,33 @@ def _run_logging(exp_dir: str, run_ID: int | str, name: str, log_params: dict | 
                 run_logger.set_resume_snapshot(resume_from)
                 run_logger.log(f"Resuming the run from {os.path.basename(resume_from)} "
                                f"(iteration {resume_itr}).")
+            if tracking is not None:
+                tracking.start(f"{name}_{run_ID}", tracking_group or name, params_json)
+                run_logger.set_tracking(tracking)
+                run_logger.log(f"Tracking the run with {', '.join(outputs)}.")
             yield exp_dir
+    except KeyboardInterrupt:
+        status = "KILLED"
+        raise
+    except BaseException:
+        status = "FAILED"
+        raise
     finally:
+        run_logger.set_tracking(None)
         run_logger.close()  # the summary writer too
+        if tracking is not None:
+            _finish_tracking(tracking, status)
+
+
+def _finish_tracking(tracking: RunTracking, status: str) -> None:
+    """End the tracked runs; a failure to do so is an error only when the run itself
+    finished (otherwise a warning, so that the run's own exception is the one raised)."""
+    try:
+        tracking.finish(status)
+    except Exception as error:
+        if status == "FINISHED":
+            raise
+        warnings.warn(f"{error}", stacklevel=3)
 
 
 def _prepare_resume(exp_dir: str, params_json: dict) -> tuple[str, int, list[str]]:

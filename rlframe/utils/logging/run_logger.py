@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from rlframe.utils.logging.tabular import (SummaryWriterLike, TabularOutput, TabularValue,
                                            TabularValues, _format_table, summary_stats)
 from rlframe.utils.logging.text import TextOutput
 from rlframe.utils.snapshot_files import SnapshotWriter
+
+if TYPE_CHECKING:
+    from rlframe.utils.logging.tracking import RunTracking
 
 
 class Logger:
@@ -36,6 +39,7 @@ class Logger:
         self._log_tabular_only = False
         self._disabled = False
         self._tabular_disabled = False
+        self._tracking: RunTracking | None = None
 
     # ------------------------------------------------------------------------- text
 
@@ -203,6 +207,8 @@ class Logger:
                     self.log(line, *args, **kwargs)
             if not self._tabular_disabled:
                 self._tabular.write_row(row, write_header)
+                if self._tracking is not None:
+                    self._tracking.log_row(row, self._tabular.iteration)
         finally:
             pending.clear()
         return row
@@ -297,6 +303,11 @@ class Logger:
     def enable_tabular(self) -> None:
         """Undo ``disable_tabular``."""
         self._tabular_disabled = False
+
+    def set_tracking(self, tracking: RunTracking | None) -> None:
+        """Experiment trackers (MLflow, W&B) that also receive every dumped row
+        (``logger_context(outputs=...)`` sets them)."""
+        self._tracking = tracking
 
     def set_tf_summary_writer(self, writer: SummaryWriterLike | None) -> None:
         """TensorBoard ``SummaryWriter`` that also receives every numeric tabular value."""
