@@ -18,6 +18,8 @@ extras = {
     "envpool": ["envpool>=0.8"],
     # RaySampler (rlframe.samplers.ray): sampling on Ray actors, locally or on a cluster.
     "ray": ["ray>=2.9"],
+    # rlframe tune: Optuna (its SQLite storage, its plots with matplotlib).
+    "tune": ["optuna>=4.0", "matplotlib>=3.5"],
     # logger_context(outputs=["mlflow"]): MLflow's client and its local SQLite store.
     "mlflow": ["mlflow-skinny>=2.12", "sqlalchemy>=2.0", "alembic>=1.12"],
     # logger_context(outputs=["wandb"]): Weights & Biases (offline unless logged in).
@@ -27,7 +29,7 @@ extras = {
 # plots and experiment tracking too; pytest-xdist runs it in worker processes (pytest -n 2).
 extras["test"] = (["pytest>=7", "pytest-timeout>=2", "pytest-xdist>=3.2"] + extras["mujoco"]
                   + extras["tensorboard"] + extras["video"] + extras["ray"] + extras["plots"]
-                  + extras["report"] + extras["mlflow"] + extras["wandb"])
+                  + extras["report"] + extras["tune"] + extras["mlflow"] + extras["wandb"])
 # Every optional feature at once (envpool included); atari-py is the legacy Atari stack,
 # a source build that ale-py (core) makes unnecessary.
 extras["all"] = sorted({req for name, reqs in extras.items() if name != "atari" for req in reqs})

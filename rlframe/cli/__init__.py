@@ -25,6 +25,7 @@ COMMANDS = (
     "report",
     "benchmark",
     "autotune",
+    "tune",
 )
 
 USER_ERROR_STATUS = 2

@@ -1,0 +1,447 @@
+"""``rlframe tune``: hyperparameter search on Optuna, over the launcher's run slots, with
+trials that survive being killed.
+
+A tuning directory ``OUT`` holds ``tune.json`` (the command's settings), the study's
+storage (``study.db``, SQLite, unless ``storage`` names another Optuna storage) and one
+folder per trial this command ran, ``trial_<number>/run_<seed>``: ordinary run
+directories whose ``params.json`` holds the trial's config. ``slots`` worker processes,
+each pinned to its share of the cores, take trials until ``trials`` of them were started
+from ``OUT``. A trial runs its seeds one after the other; every evaluation row is
+reported to Optuna at ``seed_index * n_steps + env steps`` (all but the untrained agent's
+row at step 0), and the pruner may stop the
+trial there (its run ends with a snapshot, and the trial is marked pruned). Its value is
+the IQM (or mean) of the seeds' final evaluation returns.
+
+Run the same command again after a kill: finished trials are kept, and a trial that was
+running resumes each of its runs from its snapshot with the values Optuna drew for it. Two
+commands on one storage and study name (two machines, each with its own ``OUT``) share the
+study: Optuna numbers the trials, so none runs twice, and the study holds the trials of
+both.
+
+``python -m rlframe.tune.study SLOT_CODE OUT WORKER_ID`` is one worker (what the launcher
+starts).
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import json
+import math
+import os
+import socket
+import sys
+import time
+import warnings
+from typing import Any, Iterator
+
+from rlframe.tune.space import Dist, apply, default_space, parse_space, space_to_json
+
+TUNE_FILE = "tune.json"
+TRIAL_FILE = "trial.json"
+RUN_DONE_FILE = "run_done.json"
+PRUNED_FILE = "pruned.json"
+OBJECTIVES = ("iqm", "mean")
+PRUNERS = ("median", "halving", "none")
+SAMPLERS = ("tpe", "random")
+_STUDY_ATTRS = ("algo", "env_id", "n_steps", "seeds", "objective", "space")
+
+
+class TuneError(ValueError):
+    """A tuning set-up that cannot run: the message names the setting."""
+
+
+@dataclasses.dataclass
+class TuneSettings:
+    """What a tuning directory runs (``tune.json``)."""
+
+    algo: str
+    env_id: str
+    n_steps: int
+    trials: int
+    seeds: list[int]
+    objective: str
+    space: dict[str, Any]
+    config: dict[str, Any]
+    storage: str
+    study_name: str
+    pruner: str
+    sampler: str
+    slots: int
+    track: list[str] | None = None
+
+    def dists(self) -> dict[str, Dist]:
+        """The search space, parsed."""
+        return parse_space(self.space)
+
+
+def make_pruner(name: str) -> Any:
+    """The Optuna pruner called ``name`` (one of :data:`PRUNERS`)."""
+    import optuna
+    if name == "median":  # Not before 2 trials have finished, nor in a run's first rows.
+        return optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=1)
+    if name == "halving":
+        return optuna.pruners.SuccessiveHalvingPruner()
+    return optuna.pruners.NopPruner()
+
+
+def make_sampler(name: str) -> Any:
+    """The Optuna sampler called ``name`` (one of :data:`SAMPLERS`)."""
+    import optuna
+    if name == "random":
+        return optuna.samplers.RandomSampler()
+    return optuna.samplers.TPESampler(n_startup_trials=5)
+
+
+def load_study(settings: TuneSettings, create: bool = False) -> Any:
+    """The study of ``settings`` (made with ``create``); checks that a study already
+    there was made for the same algorithm, env, objective and space.
+
+    Raises:
+        TuneError: the storage cannot be reached, or its study is another one.
+    """
+    import optuna
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        study = optuna.create_study(storage=open_storage(settings.storage),
+                                    study_name=settings.study_name,
+                                    direction="maximize", load_if_exists=True,
+                                    sampler=make_sampler(settings.sampler),
+                                    pruner=make_pruner(settings.pruner))
+    except ValueError as error:
+        if "direction" in str(error).lower():
+            raise TuneError(f"--study-name {settings.study_name!r}: the study in "
+                            f"{settings.storage} exists with another direction ({error}); "
+                            "rlframe tune maximizes the return: give a new --study-name."
+                            ) from None
+        raise TuneError(f"--storage {settings.storage!r}: {error}") from None
+    except Exception as error:  # e.g. sqlalchemy's OperationalError: cannot connect.
+        raise TuneError(f"--storage {settings.storage!r} cannot be used: "
+                        f"{type(error).__name__}: {' '.join(str(error).split())[:300]}"
+                        ) from None
+    if study.direction != optuna.study.StudyDirection.MAXIMIZE:
+        raise TuneError(f"--study-name {settings.study_name!r}: the study in "
+                        f"{settings.storage} exists with another direction "
+                        f"({study.direction.name.lower()}); rlframe tune maximizes the return: "
+                        "give a new --study-name.")
+    wanted = dict(algo=settings.algo, env_id=settings.env_id, n_steps=settings.n_steps,
+                  seeds=len(settings.seeds), objective=settings.objective,
+                  space=settings.space)
+    held = study.user_attrs
+    if not held.get("rlframe"):
+        if not create and study.trials:
+            raise TuneError(f"--study-name {settings.study_name!r}: the study in "
+                            f"{settings.storage} was not made by rlframe tune.")
+        study.set_user_attr("rlframe", True)
+        for key, value in wanted.items():
+            study.set_user_attr(key, value)
+        return study
+    differ = [f"{key}: the study's {held.get(key)!r}, here {value!r}"
+              for key, value in wanted.items() if held.get(key) != value]
+    if differ:
+        raise TuneError(f"--study-name {settings.study_name!r} in {settings.storage} is a "
+                        f"study of another set-up ({'; '.join(differ)}); give another "
+                        "--study-name, or the same settings.")
+    return study
+
+
+def open_storage(url: str) -> Any:
+    """An Optuna storage: ``journal:PATH`` is a journal file (for a shared disk where a
+    database server is not at hand), anything else an RDB URL (``sqlite:///...``,
+    ``postgresql://...``)."""
+    if url.startswith("journal:"):
+        from optuna.storages import JournalStorage
+        from optuna.storages.journal import JournalFileBackend
+        path = url[len("journal:"):]
+        if not path:
+            raise TuneError("--storage journal:PATH needs the journal file's path.")
+        return JournalStorage(JournalFileBackend(os.path.abspath(path)))
+    return url
+
+
+# --- Workers -------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _claim_lock(out_dir: str) -> Iterator[None]:
+    """One worker of this tuning directory at a time picks its next trial."""
+    with open(os.path.join(out_dir, ".claim.lock"), "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _owner() -> dict[str, Any]:
+    import psutil
+    return dict(host=socket.gethostname(), pid=os.getpid(),
+                started=psutil.Process().create_time())
+
+
+def _owner_alive(owner: dict[str, Any]) -> bool:
+    import psutil
+    if owner.get("host") != socket.gethostname():
+        return True  # Another machine's: never taken over from here.
+    try:
+        return psutil.Process(owner["pid"]).create_time() == owner["started"]
+    except (psutil.NoSuchProcess, KeyError):
+        return False
+
+
+def trial_dirs(out_dir: str) -> list[str]:
+    """This directory's trial folders, by trial number."""
+    names = [n for n in os.listdir(out_dir) if n.startswith("trial_") and
+             os.path.isfile(os.path.join(out_dir, n, TRIAL_FILE))]
+    return [os.path.join(out_dir, n) for n in sorted(names, key=lambda n: int(n[6:]))]
+
+
+def _read_json(path: str) -> Any:
+    with open(path) as f:
+        return json.load(f)
+
+
+def _write_json(path: str, data: Any) -> None:
+    from rlframe.utils.files import write_json_atomic
+    write_json_atomic(path, data)
+
+
+def next_trial(study: Any, settings: TuneSettings, out_dir: str) -> tuple[int, str] | None:
+    """Claim the next trial for this worker: one of this directory's whose process is
+    gone while Optuna still has it running (to resume), else a new one while fewer
+    than ``settings.trials`` were started here. Returns ``(trial_id, trial_dir)``."""
+    from optuna.trial import TrialState
+    with _claim_lock(out_dir):
+        folders = trial_dirs(out_dir)
+        for folder in folders:
+            record = _read_json(os.path.join(folder, TRIAL_FILE))
+            state = study._storage.get_trial(record["trial_id"]).state
+            if state == TrialState.RUNNING and not _owner_alive(record["owner"]):
+                _write_json(os.path.join(folder, TRIAL_FILE), dict(record, owner=_owner()))
+                return record["trial_id"], folder
+        if len(folders) >= settings.trials:
+            return None
+        trial = study.ask()
+        folder = os.path.join(out_dir, f"trial_{trial.number}")
+        os.makedirs(folder, exist_ok=True)
+        _write_json(os.path.join(folder, TRIAL_FILE),
+                    dict(trial_id=trial._trial_id, number=trial.number, owner=_owner()))
+        return trial._trial_id, folder
+
+
+class ReportToTrial:
+    """Runner callback: each evaluation row's return goes to the Optuna trial, and the
+    run stops (after its snapshot) when the pruner says so."""
+
+    def __init__(self, trial: Any, offset: int, folder: str) -> None:
+        self.trial, self.offset, self.folder = trial, offset, folder
+        self.pruned = False
+
+    def on_log(self, runner: Any, itr: int, diagnostics: dict[str, Any]) -> bool:
+        value = diagnostics.get("ReturnAverage")
+        steps = diagnostics.get("Diagnostics/CumSteps")
+        if (value is None or steps is None or not math.isfinite(float(value))
+                or int(steps) == 0):  # The untrained agent's row says nothing of the trial.
+            return True
+        step = self.offset + int(steps)
+        with warnings.catch_warnings():  # A resumed run may report a step again.
+            warnings.simplefilter("ignore")
+            self.trial.report(float(value), step)
+        if self.trial.should_prune():
+            self.pruned = True
+            _write_json(os.path.join(self.folder, PRUNED_FILE), dict(step=step))
+            return False
+        return True
+
+
+def final_return(run_dir: str) -> float:
+    """The run's last evaluation return (NaN if it has none)."""
+    from rlframe.utils.plotting import load_progress
+    values = load_progress(run_dir).get("ReturnAverage")
+    return float(values[-1]) if values is not None and len(values) else math.nan
+
+
+def objective_value(finals: list[float], objective: str) -> float:
+    """The trial's value from its seeds' final returns: IQM or mean."""
+    import numpy as np
+    scores = np.asarray(finals, dtype=float)
+    if objective == "mean" or len(scores) < 4:
+        return float(np.mean(scores))  # The IQM of fewer than 4 cuts nothing.
+    from rlframe.utils.report.stats import iqm
+    return float(iqm(scores))
+
+
+def run_trial(study: Any, settings: TuneSettings, trial_id: int, folder: str) -> None:
+    """Run (or resume) the trial's seeds, then tell Optuna its value or that it was
+    pruned or failed."""
+    import optuna
+    from optuna.trial import TrialState
+    from rlframe.presets import build_experiment
+    from rlframe.runners.callbacks import check_callbacks
+    from rlframe.utils.checkpoint import find_snapshot
+    from rlframe.utils.logging.context import logger_context_at
+    trial = optuna.trial.Trial(study, trial_id)
+    number = trial.number
+    if os.path.isfile(os.path.join(folder, PRUNED_FILE)):  # Pruned, then killed.
+        study.tell(trial, state=TrialState.PRUNED)
+        return
+    values = {key: dist.suggest(trial) for key, dist in settings.dists().items()}
+    config = apply(dict(settings.config, algo=settings.algo, env_id=settings.env_id,
+                        n_steps=settings.n_steps), values)
+    finals = []
+    try:
+        for index, seed in enumerate(settings.seeds):
+            run_dir = os.path.join(folder, f"run_{seed}")
+            if os.path.isfile(os.path.join(run_dir, RUN_DONE_FILE)):
+                finals.append(_read_json(os.path.join(run_dir, RUN_DONE_FILE))["final"])
+                continue
+            runner, full = build_experiment(dict(config, seed=seed))
+            report = ReportToTrial(trial, index * settings.n_steps, folder)
+            runner.callbacks = check_callbacks([*runner.callbacks, report])
+            resume = os.path.isdir(run_dir) and find_snapshot(run_dir) is not None
+            name = f"{settings.study_name}_trial_{number}"
+            with logger_context_at(run_dir, seed, name, full, snapshot_mode="last",
+                                   resume=resume, if_exists="suffix" if not resume else "error",
+                                   outputs=settings.track, tracking_group=settings.study_name):
+                runner.train()
+            if report.pruned:
+                study.tell(trial, state=TrialState.PRUNED)
+                return
+            finals.append(final_return(run_dir))
+            _write_json(os.path.join(run_dir, RUN_DONE_FILE), dict(final=finals[-1]))
+    except (ValueError, TypeError, FloatingPointError, RuntimeError) as error:
+        print(f"Trial {number} failed: {type(error).__name__}: {error}", flush=True)
+        trial.set_user_attr("error", f"{type(error).__name__}: {error}")
+        study.tell(trial, state=TrialState.FAIL)
+        return
+    value = objective_value(finals, settings.objective)
+    if not math.isfinite(value):
+        trial.set_user_attr("error", "no finite evaluation return")
+        study.tell(trial, state=TrialState.FAIL)
+        return
+    trial.set_user_attr("finals", finals)
+    study.tell(trial, value)
+
+
+def worker_main(argv: list[str]) -> None:
+    """One worker: ``SLOT_CODE OUT WORKER_ID``; takes trials until none is left."""
+    from rlframe.utils.processes import start_child
+    start_child()
+    out_dir = os.path.dirname(os.path.abspath(argv[1]))  # argv[1]: OUT/workers.
+    settings = TuneSettings(**_read_json(os.path.join(out_dir, TUNE_FILE)))
+    study = load_study(settings)
+    while True:
+        claimed = next_trial(study, settings, out_dir)
+        if claimed is None:
+            return
+        run_trial(study, settings, *claimed)
+
+
+# --- The command ---------------------------------------------------------------------------
+
+def prepare(algo: str, env_id: str, out_dir: str, trials: int = 20, n_steps: int | None = None,
+            seeds: int = 1, objective: str = "iqm", space: dict[str, Any] | str | None = None,
+            storage: str | None = None, study_name: str | None = None, pruner: str = "median",
+            sampler: str = "tpe", slots: int = 1, config: dict[str, Any] | None = None,
+            track: list[str] | None = None) -> TuneSettings:
+    """Check a tuning set-up, make its study and write ``OUT/tune.json``.
+
+    Raises:
+        TuneError: naming the setting: bad counts or names, a search space with an
+            unknown key or bad bounds (or whose values do not build an experiment), an
+            unreachable storage, a study of another set-up.
+    """
+    from rlframe.presets import build_experiment
+    from rlframe.presets.envs import resolve_env
+    from rlframe.tune.space import SpaceError, load_space
+    for name, value in (("trials", trials), ("seeds", seeds), ("slots", slots)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise TuneError(f"{name} must be a positive whole number, got {value!r}.")
+    for name, value, allowed in (("objective", objective, OBJECTIVES),
+                                 ("pruner", pruner, PRUNERS), ("sampler", sampler, SAMPLERS)):
+        if value not in allowed:
+            raise TuneError(f"{name} must be one of {', '.join(allowed)}, got {value!r}.")
+    config = dict(config or {})
+    try:
+        if n_steps is not None and "log_interval_steps" not in config:
+            config["log_interval_steps"] = max(1, n_steps // 10)  # Rows for the pruner.
+        base, full = build_experiment(dict(config, algo=algo, env_id=env_id,
+                                           **({} if n_steps is None else {"n_steps": n_steps})))
+        del base
+        profile = resolve_env(env_id).profile
+        if space is None:
+            dists = default_space(algo, profile)
+        elif isinstance(space, str):
+            dists = load_space(space)
+        else:
+            dists = parse_space(space)
+        trial_config = apply(dict(config, algo=algo, env_id=env_id, n_steps=full["n_steps"]),
+                             {key: dist.middle() for key, dist in dists.items()})
+        build_experiment(trial_config)  # Unknown keywords, close names suggested.
+    except SpaceError as error:
+        raise TuneError(str(error)) from None
+    except (ValueError, TypeError) as error:
+        raise TuneError(" ".join(str(error).split())) from None
+    os.makedirs(out_dir, exist_ok=True)
+    out_dir = os.path.abspath(out_dir)
+    if storage is not None and storage.startswith("journal:") and len(storage) > 8:
+        storage = "journal:" + os.path.abspath(storage[len("journal:"):])  # For the workers.
+    settings = TuneSettings(
+        algo=algo, env_id=env_id, n_steps=int(full["n_steps"]), trials=trials,
+        seeds=list(range(seeds)), objective=objective, space=space_to_json(dists),
+        config=config, storage=storage or f"sqlite:///{os.path.join(out_dir, 'study.db')}",
+        study_name=study_name or f"{algo}_{env_id.replace('/', '-')}", pruner=pruner,
+        sampler=sampler, slots=slots, track=track)
+    load_study(settings, create=True)
+    _write_json(os.path.join(out_dir, TUNE_FILE), dataclasses.asdict(settings))
+    return settings
+
+
+def run_workers(settings: TuneSettings, out_dir: str) -> int:
+    """Run ``settings.slots`` workers, each pinned to its share of the cores; returns the
+    number of workers that failed."""
+    from rlframe.utils.launching.affinity import encode_affinity
+    from rlframe.utils.launching.grid import Run, run_queue
+    from rlframe.utils.launching.pinning import usable_cpus
+    usable = usable_cpus()
+    cores = len(usable or range(os.cpu_count() or 1))
+    if settings.slots > cores:
+        raise TuneError(f"slots={settings.slots}: give 1 to {cores} (each worker gets "
+                        "cores // slots of this machine's cores).")
+    pin = usable is not None and sorted(usable) == list(range(cores))
+    code = encode_affinity(n_cpu_core=cores, n_gpu=0, cpu_per_run=cores // settings.slots,
+                           hyperthread_offset=0, n_socket=1, set_affinity=pin)
+    workers = os.path.join(os.path.abspath(out_dir), "workers")
+    os.makedirs(workers, exist_ok=True)
+    runs = [Run(workers, dict(worker=i), i, ()) for i in range(settings.slots)]
+    results = run_queue([sys.executable, "-m", "rlframe.tune.study"], code, workers, runs,
+                        n_run_slots=settings.slots)
+    return sum(not r.ok for r in results)
+
+
+def tune(algo: str, env_id: str, out_dir: str, **kwargs: Any) -> Any:
+    """Tune ``algo`` on ``env_id``: :func:`prepare`, run the workers, write the summary.
+
+    Args:
+        algo, env_id: as for ``rlframe train``.
+        out_dir: the tuning directory (run again to continue it after a kill).
+        **kwargs: :func:`prepare`'s settings (``trials``, ``n_steps``, ``seeds``,
+            ``objective``, ``space``, ``storage``, ``study_name``, ``pruner``,
+            ``sampler``, ``slots``, ``config``, ``track``).
+
+    Returns:
+        The Optuna study.
+    """
+    settings = prepare(algo, env_id, out_dir, **kwargs)
+    started = time.monotonic()
+    failed = run_workers(settings, out_dir)
+    if failed:
+        print(f"{failed} worker(s) failed; see {out_dir}/workers/run_*/launch.log.",
+              flush=True)
+    from rlframe.tune.summary import summarize
+    study = load_study(settings)
+    summarize(study, settings, out_dir, time.monotonic() - started)
+    return study
+
+
+if __name__ == "__main__":
+    worker_main(sys.argv[1:])
