@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
 import os
 
 from rlframe.cli import CommandError
@@ -63,8 +63,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def run(args: argparse.Namespace) -> int:
     """Check the set-up, run the trials, print the summary."""
-    if importlib.util.find_spec("optuna") is None:
-        raise CommandError("rlframe tune needs Optuna: pip install rlframe[tune]")
+    try:
+        importlib.import_module("optuna")
+    except ImportError:
+        raise CommandError("rlframe tune needs Optuna: pip install rlframe[tune]") from None
     from rlframe.cli.train import load_config_arg
     from rlframe.tune import TuneError, tune
     from rlframe.utils.logging.tracking import check_outputs
