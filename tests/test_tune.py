@@ -13,8 +13,8 @@ optuna = pytest.importorskip("optuna")
 
 from rlframe.tune import TuneError, prepare  # noqa: E402
 from rlframe.tune.space import SpaceError, apply, default_space, parse_space  # noqa: E402
-from rlframe.tune.study import (TuneSettings, load_study, objective_value,  # noqa: E402
-                                trial_dirs)
+from rlframe.tune.study import TuneSettings, load_study  # noqa: E402
+from rlframe.tune.trials import objective_value, trial_dirs  # noqa: E402
 from rlframe.tune.summary import trial_config  # noqa: E402
 
 # A fast trial: PPO on CartPole, 4 log rows of 256 steps, 4 evaluation episodes each.
@@ -71,6 +71,7 @@ def test_bad_spaces_name_the_key(raw, message):
         parse_space(raw)
 
 
+@pytest.mark.slow
 def test_bad_set_ups_are_refused_before_any_trial(tmp_path):
     def bad(message, **kwargs):
         args = dict(algo="ppo", env_id="CartPole-v1", out_dir=str(tmp_path / "t"),
@@ -154,7 +155,7 @@ def tune_workers():
     found = []
     for p in psutil.process_iter(["cmdline", "status"]):
         if (p.info["status"] != psutil.STATUS_ZOMBIE
-                and "rlframe.tune.study" in " ".join(p.info["cmdline"] or [])):
+                and "rlframe.tune.trials" in " ".join(p.info["cmdline"] or [])):
             found.append(p.pid)
     return found
 

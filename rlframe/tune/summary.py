@@ -102,5 +102,6 @@ def summarize(study: Any, settings: Any, out_dir: str, wall_s: float) -> dict[st
               f"(rlframe train {settings.algo} {settings.env_id} --config {path}).", flush=True)
     else:
         print("No trial completed, so there is no best config.", flush=True)
-    print(f"{wall_s / 60:.1f} min. The study: optuna-dashboard {settings.storage}", flush=True)
+    print(f"{wall_s / 60:.1f} min. The study: optuna-dashboard {settings.storage} "
+          "(pip install optuna-dashboard)", flush=True)
     return summary
