@@ -210,3 +210,18 @@ def test_two_tune_commands_share_one_study(tmp_path, tune_command):
     numbers = [int(os.path.basename(d)[6:]) for name in ("a", "b")
                for d in trial_dirs(str(tmp_path / name))]
     assert sorted(numbers) == [0, 1, 2, 3]  # Each trial ran in one directory only.
+
+
+def test_the_trials_table_ranks_complete_trials_and_counts_the_rest():
+    from optuna.trial import TrialState
+    from rlframe.tune.summary import trials_table
+    study = optuna.create_study(direction="maximize")
+    for value, state in ((1., None), (3., None), (None, TrialState.PRUNED)):
+        trial = study.ask()
+        trial.suggest_categorical("kwargs.agent.model_kwargs.hidden_sizes", ["[64]", "[32]"])
+        trial.suggest_float("batch_T", 1, 2)
+        study.tell(trial, value, state=state)
+    lines = trials_table(study).splitlines()
+    assert lines[0] == "| trial | value | agent.model_kwargs.hidden_sizes | batch_T |"
+    assert [line.split(" | ")[0] for line in lines[2:4]] == ["| 1", "| 0"]
+    assert lines[-1] == "Trials: 2 complete, 1 pruned, 0 fail, 0 running."

@@ -30,7 +30,8 @@ def trials_table(study: Any, top: int = 10) -> str:
     complete = sorted(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)),
                       key=lambda t: t.value, reverse=True)
     keys = sorted({k for t in complete[:top] for k in t.params})
-    lines = ["| trial | value | " + " | ".join(k.replace("kwargs.", "") for k in keys) + " |",
+    names = [k[len("kwargs."):] if k.startswith("kwargs.") else k for k in keys]
+    lines = ["| trial | value | " + " | ".join(names) + " |",
              "|---" * (len(keys) + 2) + "|"]
     for t in complete[:top]:
         lines.append(f"| {t.number} | {t.value:.4g} | "
