@@ -222,6 +222,6 @@ def test_the_trials_table_ranks_complete_trials_and_counts_the_rest():
         trial.suggest_float("batch_T", 1, 2)
         study.tell(trial, value, state=state)
     lines = trials_table(study).splitlines()
-    assert lines[0] == "| trial | value | agent.model_kwargs.hidden_sizes | batch_T |"
+    assert lines[0] == "| trial | value | batch_T | agent.model_kwargs.hidden_sizes |"
     assert [line.split(" | ")[0] for line in lines[2:4]] == ["| 1", "| 0"]
     assert lines[-1] == "Trials: 2 complete, 1 pruned, 0 fail, 0 running."
