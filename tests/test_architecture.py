@@ -50,6 +50,8 @@ LAYERS: tuple[tuple[tuple[str, ...], ...], ...] = (
     (("runners", "utils.loading"),),
     # Ready-made configurations of runners, samplers, algorithms and agents.
     (("presets",),),
+    # Hyperparameter search: trials are experiments the presets build.
+    (("tune",),),
     # The command line, and ``python -m rlframe``.
     (("cli", "__main__"),),
 )

@@ -13,7 +13,8 @@ optuna = pytest.importorskip("optuna")
 
 from rlframe.tune import TuneError, prepare  # noqa: E402
 from rlframe.tune.space import SpaceError, apply, default_space, parse_space  # noqa: E402
-from rlframe.tune.study import TuneSettings, load_study  # noqa: E402
+from rlframe.tune.settings import TuneSettings  # noqa: E402
+from rlframe.tune.study import load_study  # noqa: E402
 from rlframe.tune.trials import objective_value, trial_dirs  # noqa: E402
 from rlframe.tune.summary import trial_config  # noqa: E402
 

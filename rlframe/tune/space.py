@@ -24,9 +24,15 @@ import dataclasses
 import json
 import math
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any, Union
 
 from rlframe.presets.build import RUN_KEYS, _did_you_mean
+
+if TYPE_CHECKING:
+    import optuna
+
+JSONValue = Union[None, bool, int, float, str, list, dict]
+"""A value a space file can hold, and so a value a trial can draw."""
 
 SECTIONS = ("algo", "agent", "sampler", "runner", "env")
 _DIST_KEYS = ("low", "high", "log", "step", "choices", "type")
@@ -48,7 +54,7 @@ class Dist:
     step: float | None = None
     integer: bool = False
 
-    def suggest(self, trial: Any) -> Any:
+    def suggest(self, trial: optuna.trial.Trial) -> JSONValue:
         """Draw this key's value from an Optuna trial (categorical choices that are
         not plain values go through Optuna as their JSON text)."""
         if self.choices is not None:
@@ -61,13 +67,13 @@ class Dist:
                                      step=int(self.step or 1), log=self.log)
         return trial.suggest_float(self.key, self.low, self.high, step=self.step, log=self.log)
 
-    def decode(self, value: Any) -> Any:
+    def decode(self, value: JSONValue) -> JSONValue:
         """A value as Optuna stored it, as it goes into the config."""
         if self.choices is not None and not all(_plain(c) for c in self.choices):
             return json.loads(value)
         return value
 
-    def middle(self) -> Any:
+    def middle(self) -> JSONValue:
         """A value inside the distribution (for checking the space)."""
         if self.choices is not None:
             return copy.deepcopy(self.choices[0])
@@ -100,7 +106,8 @@ def canonical_key(key: str) -> str:
     return key
 
 
-def parse_space(raw: Any, where: str = "the search space") -> dict[str, Dist]:
+def parse_space(raw: dict[str, dict[str, Any]], where: str = "the search space"
+                ) -> dict[str, Dist]:
     """Check a space (a dict of key -> distribution) and return it by canonical key.
 
     Raises:

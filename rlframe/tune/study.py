@@ -26,46 +26,16 @@ import dataclasses
 import os
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rlframe.tune.space import Dist, apply, default_space, parse_space, space_to_json
+if TYPE_CHECKING:
+    import optuna
 
-TUNE_FILE = "tune.json"
-OBJECTIVES = ("iqm", "mean")
-PRUNERS = ("median", "halving", "none")
-SAMPLERS = ("tpe", "random")
-_STUDY_ATTRS = ("algo", "env_id", "n_steps", "seeds", "objective", "space")
+from rlframe.tune.settings import (OBJECTIVES, PRUNERS, SAMPLERS, TUNE_FILE, TuneError,
+                                   TuneSettings)
+from rlframe.tune.space import apply, default_space, parse_space, space_to_json
 
-
-class TuneError(ValueError):
-    """A tuning set-up that cannot run: the message names the setting."""
-
-
-@dataclasses.dataclass
-class TuneSettings:
-    """What a tuning directory runs (``tune.json``)."""
-
-    algo: str
-    env_id: str
-    n_steps: int
-    trials: int
-    seeds: list[int]
-    objective: str
-    space: dict[str, Any]
-    config: dict[str, Any]
-    storage: str
-    study_name: str
-    pruner: str
-    sampler: str
-    slots: int
-    track: list[str] | None = None
-
-    def dists(self) -> dict[str, Dist]:
-        """The search space, parsed."""
-        return parse_space(self.space)
-
-
-def make_pruner(name: str) -> Any:
+def make_pruner(name: str) -> optuna.pruners.BasePruner:
     """The Optuna pruner called ``name`` (one of :data:`PRUNERS`)."""
     import optuna
     if name == "median":  # Not before 2 trials have finished, nor in a run's first rows.
@@ -75,7 +45,7 @@ def make_pruner(name: str) -> Any:
     return optuna.pruners.NopPruner()
 
 
-def make_sampler(name: str) -> Any:
+def make_sampler(name: str) -> optuna.samplers.BaseSampler:
     """The Optuna sampler called ``name`` (one of :data:`SAMPLERS`)."""
     import optuna
     if name == "random":
@@ -83,7 +53,7 @@ def make_sampler(name: str) -> Any:
     return optuna.samplers.TPESampler(n_startup_trials=5)
 
 
-def load_study(settings: TuneSettings, create: bool = False) -> Any:
+def load_study(settings: TuneSettings, create: bool = False) -> optuna.Study:
     """The study of ``settings`` (made with ``create``); checks that a study already
     there was made for the same algorithm, env, objective and space.
 
@@ -135,7 +105,7 @@ def load_study(settings: TuneSettings, create: bool = False) -> Any:
     return study
 
 
-def open_storage(url: str) -> Any:
+def open_storage(url: str) -> str | optuna.storages.BaseStorage:
     """An Optuna storage: ``journal:PATH`` is a journal file (for a shared disk where a
     database server is not at hand), anything else an RDB URL (``sqlite:///...``,
     ``postgresql://...``)."""
@@ -232,7 +202,7 @@ def run_workers(settings: TuneSettings, out_dir: str) -> int:
     return sum(not r.ok for r in results)
 
 
-def tune(algo: str, env_id: str, out_dir: str, **kwargs: Any) -> Any:
+def tune(algo: str, env_id: str, out_dir: str, **kwargs: object) -> optuna.Study:
     """Tune ``algo`` on ``env_id``: :func:`prepare`, run the workers, write the summary.
 
     Args:

@@ -8,15 +8,20 @@ import importlib.util
 import json
 import os
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlframe.tune.space import apply, parse_space
+
+if TYPE_CHECKING:
+    import optuna
+
+    from rlframe.tune.settings import TuneSettings
 
 BEST_CONFIG_FILE = "best_config.json"
 TRIALS_FILE = "trials.md"
 
 
-def trial_config(settings: Any, params: dict[str, Any]) -> dict[str, Any]:
+def trial_config(settings: TuneSettings, params: dict[str, Any]) -> dict[str, Any]:
     """The full ``build_experiment`` config of a trial with Optuna's ``params``."""
     dists = parse_space(settings.space)
     values = {key: dists[key].decode(value) for key, value in params.items() if key in dists}
@@ -24,7 +29,7 @@ def trial_config(settings: Any, params: dict[str, Any]) -> dict[str, Any]:
                       n_steps=settings.n_steps), values)
 
 
-def trials_table(study: Any, top: int = 10) -> str:
+def trials_table(study: optuna.Study, top: int = 10) -> str:
     """Markdown table of the study's ``top`` complete trials by value, then the counts."""
     from optuna.trial import TrialState
     complete = sorted(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)),
@@ -48,7 +53,7 @@ def _cell(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
-def write_plots(study: Any, out_dir: str) -> list[str]:
+def write_plots(study: optuna.Study, out_dir: str) -> list[str]:
     """Optuna's optimization history and parameter importances as PNGs (with matplotlib;
     importances need two complete trials). Returns the files written."""
     if importlib.util.find_spec("matplotlib") is None:
@@ -77,7 +82,7 @@ def write_plots(study: Any, out_dir: str) -> list[str]:
     return written
 
 
-def summarize(study: Any, settings: Any, out_dir: str, wall_s: float) -> dict[str, Any]:
+def summarize(study: optuna.Study, settings: TuneSettings, out_dir: str, wall_s: float) -> dict[str, Any]:
     """Write ``best_config.json``, ``trials.md`` (and ``trials.csv``) and the plots into
     ``out_dir``, and print the table, the best value and the dashboard command."""
     from optuna.trial import TrialState

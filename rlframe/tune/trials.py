@@ -16,14 +16,20 @@ import os
 import socket
 import sys
 import warnings
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from rlframe.tune.space import apply
-from rlframe.tune.study import TUNE_FILE, TuneSettings, load_study
+from rlframe.tune.settings import TUNE_FILE, TuneSettings
+from rlframe.tune.study import load_study
 
 TRIAL_FILE = "trial.json"
 RUN_DONE_FILE = "run_done.json"
 PRUNED_FILE = "pruned.json"
+
+if TYPE_CHECKING:
+    import optuna
+
+    from rlframe.runners.minibatch_rl import MinibatchRlBase
 
 
 @contextlib.contextmanager
@@ -70,7 +76,7 @@ def _write_json(path: str, data: Any) -> None:
     write_json_atomic(path, data)
 
 
-def next_trial(study: Any, settings: TuneSettings, out_dir: str) -> tuple[int, str] | None:
+def next_trial(study: optuna.Study, settings: TuneSettings, out_dir: str) -> tuple[int, str] | None:
     """Claim the next trial for this worker: one of this directory's whose process is
     gone while Optuna still has it running (to resume), else a new one while fewer
     than ``settings.trials`` were started here. Returns ``(trial_id, trial_dir)``."""
@@ -97,11 +103,11 @@ class ReportToTrial:
     """Runner callback: each evaluation row's return goes to the Optuna trial, and the
     run stops (after its snapshot) when the pruner says so."""
 
-    def __init__(self, trial: Any, offset: int, folder: str) -> None:
+    def __init__(self, trial: optuna.trial.Trial, offset: int, folder: str) -> None:
         self.trial, self.offset, self.folder = trial, offset, folder
         self.pruned = False
 
-    def on_log(self, runner: Any, itr: int, diagnostics: dict[str, Any]) -> bool:
+    def on_log(self, runner: MinibatchRlBase, itr: int, diagnostics: dict[str, Any]) -> bool:
         value = diagnostics.get("ReturnAverage")
         steps = diagnostics.get("Diagnostics/CumSteps")
         if (value is None or steps is None or not math.isfinite(float(value))
@@ -135,7 +141,7 @@ def objective_value(finals: list[float], objective: str) -> float:
     return float(iqm(scores))
 
 
-def run_trial(study: Any, settings: TuneSettings, trial_id: int, folder: str) -> None:
+def run_trial(study: optuna.Study, settings: TuneSettings, trial_id: int, folder: str) -> None:
     """Run (or resume) the trial's seeds, then tell Optuna its value or that it was
     pruned or failed."""
     import optuna
