@@ -92,9 +92,9 @@ def load_study(settings: TuneSettings, create: bool = False) -> optuna.Study:
         if not create and study.trials:
             raise TuneError(f"--study-name {settings.study_name!r}: the study in "
                             f"{settings.storage} was not made by rlframe tune.")
+        for key, value in wanted.items():  # The marker last: a command on another
+            study.set_user_attr(key, value)  # machine checks the set-up once it is there.
         study.set_user_attr("rlframe", True)
-        for key, value in wanted.items():
-            study.set_user_attr(key, value)
         return study
     differ = [f"{key}: the study's {held.get(key)!r}, here {value!r}"
               for key, value in wanted.items() if held.get(key) != value]
