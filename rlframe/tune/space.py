@@ -249,26 +249,19 @@ _QPG = {
     "algo.batch_size": {"choices": [64, 128, 256, 512]},
     "algo.target_update_tau": {"choices": [0.001, 0.005, 0.01, 0.02, 0.05]},
 }
+_PG = {  # What PPO and A2C share.
+    "algo.discount": _DISCOUNT,
+    "algo.gae_lambda": _LAMBDA,
+    "algo.entropy_loss_coeff": {"low": 1e-8, "high": 0.1, "log": True},
+    "algo.clip_grad_norm": _GRAD_NORM,
+    "agent.model_kwargs.hidden_sizes": _HIDDEN,
+}
 DEFAULT_SPACES: dict[str, dict[str, dict[str, Any]]] = {
-    "ppo": {
-        "algo.learning_rate": {"low": 1e-5, "high": 3e-3, "log": True},
-        "algo.discount": _DISCOUNT,
-        "algo.gae_lambda": _LAMBDA,
-        "algo.entropy_loss_coeff": {"low": 1e-8, "high": 0.1, "log": True},
-        "algo.ratio_clip": {"choices": [0.1, 0.2, 0.3]},
-        "algo.epochs": {"choices": [1, 4, 8, 10, 20]},
-        "algo.clip_grad_norm": _GRAD_NORM,
-        "agent.model_kwargs.hidden_sizes": _HIDDEN,
-    },
-    "a2c": {
-        "algo.learning_rate": {"low": 1e-5, "high": 1e-2, "log": True},
-        "algo.discount": _DISCOUNT,
-        "algo.gae_lambda": _LAMBDA,
-        "algo.entropy_loss_coeff": {"low": 1e-8, "high": 0.1, "log": True},
-        "algo.value_loss_coeff": {"choices": [0.25, 0.5, 1.0]},
-        "algo.clip_grad_norm": _GRAD_NORM,
-        "agent.model_kwargs.hidden_sizes": _HIDDEN,
-    },
+    "ppo": dict(_PG, **{"algo.learning_rate": {"low": 1e-5, "high": 3e-3, "log": True},
+                        "algo.ratio_clip": {"choices": [0.1, 0.2, 0.3]},
+                        "algo.epochs": {"choices": [1, 4, 8, 10, 20]}}),
+    "a2c": dict(_PG, **{"algo.learning_rate": {"low": 1e-5, "high": 1e-2, "log": True},
+                        "algo.value_loss_coeff": {"choices": [0.25, 0.5, 1.0]}}),
     "dqn": dict(_DQN, **{"agent.model_kwargs.hidden_sizes": _HIDDEN}),
     "catdqn": dict(_DQN, **{"agent.model_kwargs.hidden_sizes": _HIDDEN}),
     "r2d1": {key: _DQN[key] for key in ("algo.learning_rate", "algo.discount",
