@@ -51,6 +51,7 @@ def test_space_keys_and_distributions():
         for profile in ("discrete", "continuous", "atari"):
             assert default_space(algo, profile)
     assert "kwargs.agent.model_kwargs.hidden_sizes" not in default_space("ppo", "atari")
+    assert default_space("ppo", "discrete")["batch_T"].choices == (32, 64, 128, 256)
 
 
 @pytest.mark.parametrize("raw, message", [
@@ -88,6 +89,9 @@ def test_bad_set_ups_are_refused_before_any_trial(tmp_path):
     bad("pruner must be one of median, halving, none, got 'mean'", pruner="mean")
     bad(r"--storage 'sqlite:////no/such/dir/study.db' cannot be used",
         storage="sqlite:////no/such/dir/study.db")
+    for algo, env_id in (("ppo", "CartPole-v1"), ("a2c", "Pendulum-v1"), ("dqn", "CartPole-v1"),
+                         ("sac", "Pendulum-v1")):  # The default spaces build.
+        assert prepare(algo, env_id, str(tmp_path / "d" / algo), n_steps=512).space
     settings = prepare("ppo", "CartPole-v1", str(tmp_path / "a"), n_steps=512, space=SPACE,
                        config=FAST, storage=f"sqlite:///{tmp_path}/shared.db", study_name="s")
     assert settings.config["log_interval_steps"] == 51  # Rows for the pruner.

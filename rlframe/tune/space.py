@@ -275,11 +275,25 @@ DEFAULT_SPACES: dict[str, dict[str, dict[str, Any]]] = {
                           "algo.q_learning_rate": {"low": 1e-5, "high": 3e-3, "log": True}}),
 }
 """Each algorithm's default space (keys as in a space file). On Atari the network keys
-(``hidden_sizes``) are left out: the conv nets keep the preset's."""
+(``hidden_sizes``) are left out: the conv nets keep the preset's. PPO and A2C also draw
+``batch_T`` (:func:`default_space`)."""
+
+
+BATCH_T_CHOICES: dict[str, dict[str, list[int]]] = {
+    "ppo": dict(discrete=[32, 64, 128, 256], continuous=[512, 1024, 2048],
+                mujoco=[512, 1024, 2048], atari=[64, 128, 256]),
+    "a2c": dict(discrete=[5, 8, 16, 32], continuous=[5, 8, 16, 32], mujoco=[5, 8, 16, 32],
+                atari=[5, 8, 16]),
+}
+"""On-policy batch sizes in the default spaces: time steps per env per iteration, by
+kind of env (``batch_B`` stays the preset's)."""
 
 
 def default_space(algo: str, profile: str) -> dict[str, Dist]:
-    """The default space of ``algo`` for an env of ``profile`` (see ``presets``)."""
+    """The default space of ``algo`` for an env of ``profile`` (see ``presets``): on-policy
+    algorithms also draw ``batch_T`` from :data:`BATCH_T_CHOICES`."""
     raw = {key: spec for key, spec in DEFAULT_SPACES[algo].items()
            if not (profile == "atari" and key.endswith("hidden_sizes"))}
+    if algo in BATCH_T_CHOICES:
+        raw["batch_T"] = {"choices": BATCH_T_CHOICES[algo][profile]}
     return parse_space(raw, where=f"the default space of {algo}")
