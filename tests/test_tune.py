@@ -230,3 +230,52 @@ def test_the_trials_table_ranks_complete_trials_and_counts_the_rest():
     assert lines[0] == "| trial | value | batch_T | agent.model_kwargs.hidden_sizes |"
     assert [line.split(" | ")[0] for line in lines[2:4]] == ["| 1", "| 0"]
     assert lines[-1] == "Trials: 2 complete, 1 pruned, 0 fail, 0 running."
+
+
+@pytest.mark.slow
+def test_a_pruned_trial_stops_with_its_snapshot_and_is_marked_pruned(tmp_path, monkeypatch):
+    """A pruner that prunes at the first report: the run ends at its first trained row,
+    its snapshot is of that row, and Optuna has the trial as pruned. Its tracked run is in
+    the study's group."""
+    import torch
+    from rlframe.utils.logging import tracking
+    pytest.importorskip("mlflow")
+    started = []
+
+    class Recorder(tracking.Tracker):
+        name = "mlflow"
+
+        def start(self, run_dir, run_name, group, params, state):
+            started.append((run_name, group))
+            return {}
+
+        def log_row(self, metrics, step):
+            pass
+
+        def finish(self, run_dir, files, status):
+            started.append(status)
+    monkeypatch.setattr(tracking, "make_tracker", lambda name: Recorder())
+    from optuna.trial import TrialState
+    from rlframe.tune.space import space_to_json
+    from rlframe.tune.trials import PRUNED_FILE, run_trial
+    settings = TuneSettings(
+        algo="ppo", env_id="CartPole-v1", n_steps=1024, trials=1, seeds=[0, 1],
+        objective="iqm", space=space_to_json(parse_space(SPACE)),
+        config=dict(FAST, log_interval_steps=256), storage="", study_name="s",
+        pruner="none", sampler="random", slots=1, track=["mlflow"])
+    study = optuna.create_study(direction="maximize",
+                                pruner=optuna.pruners.ThresholdPruner(lower=1e9))
+    trial = study.ask()
+    folder = tmp_path / "trial_0"
+    folder.mkdir()
+    run_trial(study, settings, trial._trial_id, str(folder))
+    frozen, = study.get_trials()
+    assert frozen.state == TrialState.PRUNED
+    assert list(frozen.intermediate_values) == [256]
+    assert json.load(open(folder / PRUNED_FILE)) == dict(step=256)
+    rows = (folder / "run_0" / "progress.csv").read_text().splitlines()
+    assert len(rows) == 3  # Header, the untrained agent's row, the first trained row.
+    snapshot = torch.load(folder / "run_0" / "params.pkl", weights_only=True)
+    assert snapshot["cum_steps"] == 256
+    assert not (folder / "run_1").exists()  # The other seed never started.
+    assert started == [("s_trial_0_0", "s"), "FINISHED"]
