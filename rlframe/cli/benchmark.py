@@ -72,12 +72,10 @@ def run_state(run_dir: str) -> str:
 def run(args: argparse.Namespace) -> int:
     """Check the suite, print the plan, run what is not done; status 1 if a run failed."""
     from rlframe.presets.suite import SuiteError, load_suite
-    from rlframe.utils.launching.affinity import encode_affinity
-    from rlframe.utils.launching.grid import Run, run_queue
+    from rlframe.utils.launching.grid import Run, run_queue, slot_cores, slots_affinity_code
     from rlframe.utils.launching.pinning import usable_cpus
 
-    usable = usable_cpus()
-    cores = len(usable or range(os.cpu_count() or 1))
+    cores, pin = slot_cores()
     if not 1 <= args.slots <= cores:
         raise CommandError(f"--slots {args.slots}: give 1 to {cores} (this process may use "
                            f"{cores} cores; each run gets cores // slots of them)")
@@ -112,14 +110,10 @@ def run(args: argparse.Namespace) -> int:
     os.makedirs(args.out, exist_ok=True)
     with open(copy, "w") as f:
         json.dump(suite_text, f, indent=1)
-    # Slots pin to CPUs 0..cores-1; where this process may use other ids (a container's
-    # share of a bigger machine), the runs go unpinned instead.
-    pin = usable is not None and sorted(usable) == list(range(cores))
     if not pin:
-        print(f"Runs are not pinned: this process may use CPUs {usable}, not 0..{cores - 1}.",
-              flush=True)
-    code = encode_affinity(n_cpu_core=cores, n_gpu=0, cpu_per_run=cores // args.slots,
-                           hyperthread_offset=0, n_socket=1, set_affinity=pin)
+        print(f"Runs are not pinned: this process may use CPUs {usable_cpus()}, not "
+              f"0..{cores - 1}.", flush=True)
+    code = slots_affinity_code(args.slots, cores, pin)
     results = run_queue([sys.executable, "-m", "rlframe.cli.benchmark"], code, args.out, runs,
                         n_run_slots=args.slots)
     failed = [r for r in results if not r.ok]

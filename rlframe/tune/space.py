@@ -26,7 +26,7 @@ import math
 import os
 from typing import TYPE_CHECKING, Any, Union
 
-from rlframe.presets.build import RUN_KEYS, _did_you_mean
+from rlframe.presets.build import RUN_KEYS, SECTIONS, _did_you_mean
 
 if TYPE_CHECKING:
     import optuna
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 JSONValue = Union[None, bool, int, float, str, list, dict]
 """A value a space file can hold, and so a value a trial can draw."""
 
-SECTIONS = ("algo", "agent", "sampler", "runner", "env")
 _DIST_KEYS = ("low", "high", "log", "step", "choices", "type")
 
 
@@ -141,8 +140,9 @@ def _check_key(name: str, key: str, where: str) -> None:
         return  # The keyword itself is checked by building a trial's experiment.
     if len(parts) > 1 or name not in RUN_KEYS:
         close = _did_you_mean(parts[0], [*RUN_KEYS, *SECTIONS])
-        raise SpaceError(f"{where}: unknown key {key!r}.{close} Keys are run settings ({', '.join(RUN_KEYS)}) or "
-                         f"<section>.<keyword> with a section of {', '.join(SECTIONS)}.")
+        raise SpaceError(f"{where}: unknown key {key!r}.{close} Keys are run settings "
+                         f"({', '.join(RUN_KEYS)}) or <section>.<keyword> with a section "
+                         f"of {', '.join(SECTIONS)}.")
 
 
 def _dist(name: str, spec: Any, where: str) -> Dist:

@@ -183,17 +183,12 @@ def prepare(algo: str, env_id: str, out_dir: str, trials: int = 20, n_steps: int
 def run_workers(settings: TuneSettings, out_dir: str) -> int:
     """Run ``settings.slots`` workers, each pinned to its share of the cores; returns the
     number of workers that failed."""
-    from rlframe.utils.launching.affinity import encode_affinity
-    from rlframe.utils.launching.grid import Run, run_queue
-    from rlframe.utils.launching.pinning import usable_cpus
-    usable = usable_cpus()
-    cores = len(usable or range(os.cpu_count() or 1))
+    from rlframe.utils.launching.grid import Run, run_queue, slot_cores, slots_affinity_code
+    cores, pin = slot_cores()
     if settings.slots > cores:
         raise TuneError(f"slots={settings.slots}: give 1 to {cores} (each worker gets "
                         "cores // slots of this machine's cores).")
-    pin = usable is not None and sorted(usable) == list(range(cores))
-    code = encode_affinity(n_cpu_core=cores, n_gpu=0, cpu_per_run=cores // settings.slots,
-                           hyperthread_offset=0, n_socket=1, set_affinity=pin)
+    code = slots_affinity_code(settings.slots, cores, pin)
     workers = os.path.join(os.path.abspath(out_dir), "workers")
     os.makedirs(workers, exist_ok=True)
     runs = [Run(workers, dict(worker=i), i, ()) for i in range(settings.slots)]

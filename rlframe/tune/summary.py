@@ -32,7 +32,8 @@ def trial_config(settings: TuneSettings, params: dict[str, Any]) -> dict[str, An
 def trials_table(study: optuna.Study, top: int = 10) -> str:
     """Markdown table of the study's ``top`` complete trials by value, then the counts."""
     from optuna.trial import TrialState
-    complete = sorted(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)),
+    trials = study.get_trials(deepcopy=False)
+    complete = sorted((t for t in trials if t.state == TrialState.COMPLETE),
                       key=lambda t: t.value, reverse=True)
     keys = sorted({k for t in complete[:top] for k in t.params})
     names = [k[len("kwargs."):] if k.startswith("kwargs.") else k for k in keys]
@@ -41,7 +42,7 @@ def trials_table(study: optuna.Study, top: int = 10) -> str:
     for t in complete[:top]:
         lines.append(f"| {t.number} | {t.value:.4g} | "
                      + " | ".join(_cell(t.params.get(k)) for k in keys) + " |")
-    counts = {state.name.lower(): len(study.get_trials(deepcopy=False, states=(state,)))
+    counts = {state.name.lower(): sum(t.state == state for t in trials)
               for state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL,
                             TrialState.RUNNING)}
     lines.append("")
@@ -82,7 +83,8 @@ def write_plots(study: optuna.Study, out_dir: str) -> list[str]:
     return written
 
 
-def summarize(study: optuna.Study, settings: TuneSettings, out_dir: str, wall_s: float) -> dict[str, Any]:
+def summarize(study: optuna.Study, settings: TuneSettings, out_dir: str,
+              wall_s: float) -> dict[str, Any]:
     """Write ``best_config.json``, ``trials.md`` (and ``trials.csv``) and the plots into
     ``out_dir``, and print the table, the best value and the dashboard command."""
     from optuna.trial import TrialState

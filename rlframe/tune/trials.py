@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 from rlframe.tune.space import apply
 from rlframe.tune.settings import TUNE_FILE, TuneSettings
 from rlframe.tune.study import load_study
+from rlframe.utils.files import write_json_atomic
 
 TRIAL_FILE = "trial.json"
 RUN_DONE_FILE = "run_done.json"
@@ -71,12 +72,8 @@ def _read_json(path: str) -> Any:
         return json.load(f)
 
 
-def _write_json(path: str, data: Any) -> None:
-    from rlframe.utils.files import write_json_atomic
-    write_json_atomic(path, data)
-
-
-def next_trial(study: optuna.Study, settings: TuneSettings, out_dir: str) -> tuple[int, str] | None:
+def next_trial(study: optuna.Study, settings: TuneSettings,
+               out_dir: str) -> tuple[int, str] | None:
     """Claim the next trial for this worker: one of this directory's whose process is
     gone while Optuna still has it running (to resume), else a new one while fewer
     than ``settings.trials`` were started here. Returns ``(trial_id, trial_dir)``."""
@@ -87,14 +84,14 @@ def next_trial(study: optuna.Study, settings: TuneSettings, out_dir: str) -> tup
             record = _read_json(os.path.join(folder, TRIAL_FILE))
             state = study._storage.get_trial(record["trial_id"]).state
             if state == TrialState.RUNNING and not _owner_alive(record["owner"]):
-                _write_json(os.path.join(folder, TRIAL_FILE), dict(record, owner=_owner()))
+                write_json_atomic(os.path.join(folder, TRIAL_FILE), dict(record, owner=_owner()))
                 return record["trial_id"], folder
         if len(folders) >= settings.trials:
             return None
         trial = study.ask()
         folder = os.path.join(out_dir, f"trial_{trial.number}")
         os.makedirs(folder, exist_ok=True)
-        _write_json(os.path.join(folder, TRIAL_FILE),
+        write_json_atomic(os.path.join(folder, TRIAL_FILE),
                     dict(trial_id=trial._trial_id, number=trial.number, owner=_owner()))
         return trial._trial_id, folder
 
@@ -119,7 +116,7 @@ class ReportToTrial:
             self.trial.report(float(value), step)
         if self.trial.should_prune():
             self.pruned = True
-            _write_json(os.path.join(self.folder, PRUNED_FILE), dict(step=step))
+            write_json_atomic(os.path.join(self.folder, PRUNED_FILE), dict(step=step))
             return False
         return True
 
@@ -178,7 +175,7 @@ def run_trial(study: optuna.Study, settings: TuneSettings, trial_id: int, folder
                 study.tell(trial, state=TrialState.PRUNED)
                 return
             finals.append(final_return(run_dir))
-            _write_json(os.path.join(run_dir, RUN_DONE_FILE), dict(final=finals[-1]))
+            write_json_atomic(os.path.join(run_dir, RUN_DONE_FILE), dict(final=finals[-1]))
     except (ValueError, TypeError, FloatingPointError, RuntimeError) as error:
         print(f"Trial {number} failed: {type(error).__name__}: {error}", flush=True)
         trial.set_user_attr("error", f"{type(error).__name__}: {error}")

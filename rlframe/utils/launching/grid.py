@@ -16,7 +16,8 @@ from typing import Any, Iterator, Sequence
 import psutil
 
 from rlframe.utils.checks import as_int
-from rlframe.utils.launching.affinity import affinity_from_code, get_n_run_slots, prepend_run_slot
+from rlframe.utils.launching.affinity import (affinity_from_code, encode_affinity,
+                                             get_n_run_slots, prepend_run_slot)
 from rlframe.utils.launching.pinning import usable_cpus
 from rlframe.utils.launching.run_files import (RunResult, _describe_failure, _report,
                                                log_exps_tree, log_num_launched)
@@ -26,6 +27,22 @@ from rlframe.utils.processes import stop_in_order
 
 POLL_INTERVAL_S = 0.1  # Between checks for finished runs.
 STOP_GRACE_S = 5.  # After SIGTERM, before SIGKILL, when the launcher is stopped.
+
+
+def slot_cores() -> tuple[int, bool]:
+    """The cores run slots share: how many this process may use, and whether they are
+    CPUs 0..n-1, so that the slots can be pinned to them (where this process may use
+    other ids, a container's share of a bigger machine, the runs go unpinned)."""
+    usable = usable_cpus()
+    cores = len(usable or range(os.cpu_count() or 1))
+    return cores, usable is not None and sorted(usable) == list(range(cores))
+
+
+def slots_affinity_code(n_slots: int, cores: int, pin: bool) -> str:
+    """The affinity code of ``n_slots`` run slots of ``cores // n_slots`` cores each on
+    one socket, no GPU (pinned when ``pin``), for :func:`run_queue`."""
+    return encode_affinity(n_cpu_core=cores, n_gpu=0, cpu_per_run=cores // n_slots,
+                           hyperthread_offset=0, n_socket=1, set_affinity=pin)
 
 
 @dataclass
