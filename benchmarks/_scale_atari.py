@@ -140,11 +140,11 @@ Where the mapping is not exact:
   1e-5), and set ``max_decorrelation_steps=0`` (the preset: 400 random steps before
   training; the other rlframe runs use 0 too). ``cpu_seconds`` counts the training
   process only, not the two workers.
-* DQN acting: SB3 draws the exploration coin first and runs the network only when it
-  exploits; the ceiling does the same; rlframe's ``DqnAgent`` computes the Q-values of
-  every step (it records them in ``agent_info.q``) and then draws. With epsilon about
-  0.99 in the window, SB3 and the ceiling make about 1% of rlframe's acting forward
-  passes; later in a run (epsilon 0.01) all three make one nearly every step.
+* DQN acting: all three draw the exploration coin first and run the network only when
+  the env exploits (rlframe's ``DqnAgent`` records NaN in ``agent_info.q`` for the other
+  steps; ``q_when_exploring=True`` runs the network on every step, as rlframe did before).
+  With epsilon about 0.99 in the window, about 1% of the steps run an acting forward
+  pass; later in a run (epsilon 0.01) nearly every step does.
 * DQN epsilon: SB3 decays it from step 0 (``exploration_fraction`` = 1e6 / the steps
   ``learn()`` is given, above 1: its ``LinearSchedule`` extrapolates), as the ceiling
   does; rlframe from learning start (10,000 steps) to ``eps_steps``. In the window:

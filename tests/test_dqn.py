@@ -294,6 +294,74 @@ def test_dqn_agent_step_and_target_updates():
         assert torch.equal(v, agent.model.state_dict()[k])
 
 
+class CountingModel(torch.nn.Module):
+    """Wraps a model and counts its forward calls."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.inner, self.calls = model, 0
+
+    def forward(self, *args):
+        self.calls += 1
+        return self.inner(*args)
+
+
+@pytest.mark.parametrize("AgentCls", [DqnAgent, CatDqnAgent])
+@pytest.mark.parametrize("epsilon", [0., 0.3, 1., [1., 0., 1.], [1., 1., 1.]])
+def test_dqn_agents_skip_the_model_only_when_every_env_explores(AgentCls, epsilon):
+    """Drawing the exploration before the model changes no action: the same seed gives
+    the same actions with and without ``q_when_exploring``; steps where every env
+    explores make no forward pass and record NaN, all others record the model's output."""
+    field = "p" if AgentCls is CatDqnAgent else "q"
+    runs = {}
+    for q_when_exploring in (True, False):
+        set_seed(3)
+        agent = AgentCls(q_when_exploring=q_when_exploring)
+        agent.initialize(cartpole_spaces())
+        agent.model = CountingModel(agent.model)
+        agent.sample_mode(0)
+        agent.distribution.set_epsilon(epsilon)
+        torch.manual_seed(5)
+        obs = torch.randn(40, 3, 4)
+        steps = [agent.step(obs[t], torch.zeros(3, dtype=torch.long), torch.zeros(3))
+                 for t in range(40)]
+        runs[q_when_exploring] = (steps, agent)
+    always, skipping = runs[True][0], runs[False][0]
+    n_skipped = 0
+    for t, (full, lean) in enumerate(zip(always, skipping)):
+        assert torch.equal(full.action, lean.action), t
+        full_out, lean_out = getattr(full.agent_info, field), getattr(lean.agent_info, field)
+        assert full_out.shape == lean_out.shape
+        assert torch.isfinite(full_out).all()
+        if torch.isnan(lean_out).all():
+            n_skipped += 1
+        else:
+            assert torch.equal(full_out, lean_out), t
+    assert runs[True][1].model.calls == 40
+    assert runs[False][1].model.calls == 40 - n_skipped
+    if epsilon in (1., [1., 1., 1.]):
+        assert n_skipped == 40
+    elif epsilon == 0.3:  # All 3 envs explore on 2.7% of the steps.
+        assert n_skipped <= 6
+    else:  # Some env is always greedy.
+        assert n_skipped == 0
+
+
+def test_dqn_agent_skips_a_step_where_all_envs_happen_to_explore():
+    agent = DqnAgent()
+    agent.initialize(cartpole_spaces())
+    agent.model = CountingModel(agent.model)
+    agent.sample_mode(0)
+    agent.distribution.set_epsilon(0.5)
+    steps = [agent.step(torch.randn(2, 4), torch.zeros(2, dtype=torch.long), torch.zeros(2))
+             for _ in range(400)]
+    skipped = sum(bool(torch.isnan(s.agent_info.q).all()) for s in steps)
+    assert 60 < skipped < 140  # Both of 2 envs explore on a quarter of the steps.
+    assert agent.model.calls == 400 - skipped
+    with pytest.raises(TypeError, match="q_when_exploring must be True or False, got 'yes'"):
+        DqnAgent(q_when_exploring="yes")
+
+
 def test_dqn_agent_state_dict_round_trip():
     agent = make_agent()
     with torch.no_grad():

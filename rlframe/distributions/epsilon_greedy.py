@@ -14,6 +14,9 @@ from rlframe.distributions.base import Distribution
 from rlframe.distributions.discrete import DiscreteMixin
 
 Epsilon = float | Sequence[float] | torch.Tensor
+Exploration = tuple[torch.Tensor, torch.Tensor]
+"""``(explore [*lead] bool, random_action [*lead] int64)``, drawn by
+:meth:`EpsilonGreedy.draw_exploration`."""
 
 
 class EpsilonGreedy(DiscreteMixin, Distribution):
@@ -59,21 +62,50 @@ class EpsilonGreedy(DiscreteMixin, Distribution):
             raise ValueError(f"epsilon must lie in [0, 1], got {epsilon!r}.")
         self._epsilon = value
 
-    def sample(self, q: torch.Tensor) -> torch.Tensor:
-        """Actions [*lead] from Q-values ``q`` [*lead, dim] (``self.dtype``)."""
-        action = torch.argmax(q, dim=-1)
+    def draw_exploration(self, lead_shape: Sequence[int] | torch.Size,
+                         device: torch.device | str | None = None) -> Exploration | None:
+        """Draw which actions explore, before any Q-values are computed.
+
+        Args:
+            lead_shape: the leading dims [*lead] of the actions (B last).
+            device: where to draw (default: the CPU).
+
+        Returns:
+            ``(explore [*lead] bool, random_action [*lead] int64)``, or None when
+            epsilon is 0 (every action is greedy; nothing is drawn).
+        """
+        lead_shape = torch.Size(lead_shape)
         eps = self._epsilon
         if isinstance(eps, torch.Tensor):
-            if action.dim() == 0 or action.shape[-1] != eps.shape[0]:
-                raise ValueError(f"A vector epsilon of length {eps.shape[0]} needs Q-values "
-                                 f"with that many envs in their last leading dim; got q of "
-                                 f"shape {tuple(q.shape)}.")
-            eps = eps.to(q.device)
+            if len(lead_shape) == 0 or lead_shape[-1] != eps.shape[0]:
+                raise ValueError(f"A vector epsilon of length {eps.shape[0]} needs that many "
+                                 f"envs in the last leading dim of the actions; got leading "
+                                 f"shape {tuple(lead_shape)}.")
+            eps = eps.to(device)
         elif eps == 0:
+            return None
+        explore = torch.rand(lead_shape, device=device) < eps
+        random_action = torch.randint(0, self.dim, lead_shape, device=device)
+        return explore, random_action
+
+    def select(self, q: torch.Tensor, exploration: Exploration | None) -> torch.Tensor:
+        """Actions [*lead] (``self.dtype``): the random action where ``exploration``
+        (from :meth:`draw_exploration`) explores, the greedy one of ``q`` [*lead, dim]
+        elsewhere (everywhere for None)."""
+        action = torch.argmax(q, dim=-1)
+        if exploration is None:
             return action.to(self.dtype)
-        explore = torch.rand(action.shape, device=q.device) < eps
-        random_action = torch.randint(0, self.dim, action.shape, device=q.device)
+        explore, random_action = exploration
+        if explore.shape != action.shape:
+            raise ValueError(f"The exploration draw has leading shape {tuple(explore.shape)} "
+                             f"but the Q-values {tuple(q.shape)} have {tuple(action.shape)}.")
+        explore, random_action = explore.to(q.device), random_action.to(q.device)
         return torch.where(explore, random_action, action).to(self.dtype)
+
+    def sample(self, q: torch.Tensor) -> torch.Tensor:
+        """Actions [*lead] from Q-values ``q`` [*lead, dim] (``self.dtype``)."""
+        lead_shape = q.shape[:-1]
+        return self.select(q, self.draw_exploration(lead_shape, q.device))
 
     def mode(self, q: torch.Tensor) -> torch.Tensor:
         """Greedy actions [*lead] (``self.dtype``) from Q-values ``q`` [*lead, dim]."""
@@ -103,9 +135,14 @@ class CategoricalEpsilonGreedy(EpsilonGreedy):
         """Set the support [n_atoms]."""
         self.z = torch.as_tensor(z, dtype=torch.float32).detach().clone()
 
+    def select(self, p: torch.Tensor, exploration: Exploration | None) -> torch.Tensor:
+        """Actions [*lead]: as :meth:`EpsilonGreedy.select`, greedy in the expected
+        values of atom probabilities ``p`` [*lead, dim, n_atoms]."""
+        return super().select(self._expected_q(p), exploration)
+
     def sample(self, p: torch.Tensor) -> torch.Tensor:
         """Actions [*lead] from atom probabilities ``p`` [*lead, dim, n_atoms]."""
-        return super().sample(self._expected_q(p))
+        return self.select(p, self.draw_exploration(p.shape[:-2], p.device))
 
     def mode(self, p: torch.Tensor) -> torch.Tensor:
         """Greedy actions [*lead] from atom probabilities ``p`` [*lead, dim, n_atoms]."""

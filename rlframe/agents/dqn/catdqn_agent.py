@@ -36,7 +36,7 @@ class CatDqnAgent(DqnAgent):
 
     Args:
         n_atoms: atoms per return distribution.
-        ModelCls, model_kwargs, initial_model_state_dict, eps_*: see
+        ModelCls, model_kwargs, initial_model_state_dict, eps_*, q_when_exploring: see
             :class:`~rlframe.agents.dqn.dqn_agent.DqnAgent`.
     """
 
@@ -46,7 +46,8 @@ class CatDqnAgent(DqnAgent):
                  model_kwargs: dict | None = None, initial_model_state_dict: dict | None = None,
                  eps_init: float = 1, eps_final: float = 0.01,
                  eps_final_min: float | None = None, eps_itr_min: int = 50,
-                 eps_itr_max: int = 1000, eps_eval: float = 0.001):
+                 eps_itr_max: int = 1000, eps_eval: float = 0.001,
+                 q_when_exploring: bool = False):
         if int(n_atoms) != n_atoms or n_atoms < 2:
             raise ValueError(f"n_atoms must be an integer >= 2, got {n_atoms!r}.")
         model_kwargs = dict() if model_kwargs is None else dict(model_kwargs)
@@ -57,7 +58,8 @@ class CatDqnAgent(DqnAgent):
         super().__init__(ModelCls=ModelCls, model_kwargs=model_kwargs,
                          initial_model_state_dict=initial_model_state_dict, eps_init=eps_init,
                          eps_final=eps_final, eps_final_min=eps_final_min,
-                         eps_itr_min=eps_itr_min, eps_itr_max=eps_itr_max, eps_eval=eps_eval)
+                         eps_itr_min=eps_itr_min, eps_itr_max=eps_itr_max, eps_eval=eps_eval,
+                         q_when_exploring=q_when_exploring)
         self.n_atoms = int(n_atoms)
         self.V_min: float | None = None
         self.V_max: float | None = None
@@ -90,7 +92,11 @@ class CatDqnAgent(DqnAgent):
     @step_without_grad
     def step(self, observation: TensorTree, prev_action: torch.Tensor,
              prev_reward: torch.Tensor) -> AgentStep:
-        """Epsilon-greedy actions [*lead] (int64) with ``AgentInfo(p)``, on CPU."""
-        p = self.to_cpu(self.model(*self._model_inputs(observation, prev_action, prev_reward)))
-        action = self.distribution.sample(p)
+        """Epsilon-greedy actions [*lead] (int64) with ``AgentInfo(p)``, on CPU
+        (p NaN where the model was skipped, see ``q_when_exploring``)."""
+        action, p = self._act(observation, prev_action, prev_reward)
         return AgentStep(action=action, agent_info=AgentInfo(p=p))
+
+    def _skipped_output(self, lead_shape: torch.Size) -> torch.Tensor:
+        """NaN probabilities [*lead, A, n_atoms] recorded for a step that skipped the model."""
+        return torch.full((*lead_shape, self.distribution.dim, self.n_atoms), float("nan"))

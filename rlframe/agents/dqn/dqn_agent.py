@@ -57,6 +57,11 @@ class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
             plain model state dict.
         eps_init, eps_final, eps_final_min, eps_itr_min, eps_itr_max, eps_eval:
             the epsilon schedule, see :class:`EpsilonGreedyAgentMixin`.
+        q_when_exploring: run the model also at steps where every env explores.
+            By default :meth:`step` draws the exploration first and skips the
+            model when no env acts greedily (most steps while epsilon is near 1),
+            recording NaN Q-values in ``agent_info`` for those steps. The actions
+            are the same either way.
     """
 
     distribution: EpsilonGreedy
@@ -64,11 +69,16 @@ class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
     def __init__(self, ModelCls: type | None = DqnMlpModel, model_kwargs: dict | None = None,
                  initial_model_state_dict: dict | None = None, eps_init: float = 1,
                  eps_final: float = 0.01, eps_final_min: float | None = None,
-                 eps_itr_min: int = 50, eps_itr_max: int = 1000, eps_eval: float = 0.001):
+                 eps_itr_min: int = 50, eps_itr_max: int = 1000, eps_eval: float = 0.001,
+                 q_when_exploring: bool = False):
         super().__init__(eps_init=eps_init, eps_final=eps_final, eps_final_min=eps_final_min,
                          eps_itr_min=eps_itr_min, eps_itr_max=eps_itr_max, eps_eval=eps_eval,
                          ModelCls=ModelCls, model_kwargs=model_kwargs,
                          initial_model_state_dict=initial_model_state_dict)
+        if not isinstance(q_when_exploring, bool):
+            raise TypeError(f"q_when_exploring must be True or False, got "
+                            f"{q_when_exploring!r}.")
+        self.q_when_exploring = q_when_exploring
         self.target_model: torch.nn.Module | None = None
 
     def check_env_spaces(self, env_spaces: EnvSpaces) -> None:
@@ -123,10 +133,26 @@ class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
     @step_without_grad
     def step(self, observation: TensorTree, prev_action: torch.Tensor,
              prev_reward: torch.Tensor) -> AgentStep:
-        """Epsilon-greedy actions [*lead] (int64) with ``AgentInfo(q)``, on CPU."""
-        q = self.to_cpu(self.model(*self._model_inputs(observation, prev_action, prev_reward)))
-        action = self.distribution.sample(q)
+        """Epsilon-greedy actions [*lead] (int64) with ``AgentInfo(q)``, on CPU
+        (q NaN where the model was skipped, see ``q_when_exploring``)."""
+        action, q = self._act(observation, prev_action, prev_reward)
         return AgentStep(action=action, agent_info=AgentInfo(q=q))
+
+    def _act(self, observation: TensorTree, prev_action: torch.Tensor,
+             prev_reward: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(action [*lead], model output on the CPU)``; the exploration is drawn
+        first, and the output is :meth:`_skipped_output` when no env acts greedily."""
+        lead_shape = prev_action.shape
+        exploration = self.distribution.draw_exploration(lead_shape)
+        if (exploration is not None and not self.q_when_exploring
+                and bool(exploration[0].all())):
+            return exploration[1].to(self.distribution.dtype), self._skipped_output(lead_shape)
+        out = self.to_cpu(self.model(*self._model_inputs(observation, prev_action, prev_reward)))
+        return self.distribution.select(out, exploration), out
+
+    def _skipped_output(self, lead_shape: torch.Size) -> torch.Tensor:
+        """NaN Q-values [*lead, A] recorded for a step that skipped the model."""
+        return torch.full((*lead_shape, self.distribution.dim), float("nan"))
 
     @torch.no_grad()
     def target(self, observation: TensorTree, prev_action: torch.Tensor,
