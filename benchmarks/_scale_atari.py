@@ -171,6 +171,8 @@ import tempfile
 import time
 from typing import Any, Callable
 
+from _timing import Window, sb3_window_callback
+
 CASES = ("atari_ppo", "atari_dqn")
 
 SB3_ENV_ID = "PongNoFrameskip-v4"
@@ -239,7 +241,8 @@ class Plan:
 
 
 class WindowClock:
-    """Wall and CPU time from the end of the warm-up to the end of the last iteration.
+    """The timed window of a :class:`Plan`: from the end of the warm-up to the end of the
+    last iteration.
 
     Also an rlframe runner callback (``on_iteration_end``, duck-typed, so this module
     imports no rlframe at its top).
@@ -247,36 +250,20 @@ class WindowClock:
 
     def __init__(self, plan: Plan):
         self.plan = plan
-        self.seconds: float | None = None
-        self.cpu_seconds: float | None = None
-        self._start: tuple[float, float] | None = None
-
-    def start(self) -> None:
-        self._start = (time.perf_counter(), time.process_time())
-
-    def stop(self) -> None:
-        if self._start is not None:  # Else the window never opened: result() says so.
-            self.seconds = time.perf_counter() - self._start[0]
-            self.cpu_seconds = time.process_time() - self._start[1]
+        self.window = Window()
 
     def iteration_done(self, itr: int) -> None:
         """Iteration ``itr`` (from 0) has sampled and trained."""
         if itr == self.plan.warmup_itrs - 1:
-            self.start()
+            self.window.open()
         if itr == self.plan.n_itr - 1:
-            self.stop()
+            self.window.close()
 
     def on_iteration_end(self, runner: Any, itr: int, samples: Any, opt_info: Any) -> None:
         self.iteration_done(itr)
 
     def result(self, setup: str) -> dict:
-        if self.seconds is None:
-            raise RuntimeError(f"the window of {self.plan.window_steps} agent steps after "
-                               f"{self.plan.warmup_steps} was not timed: the run did not "
-                               "reach its start or its end.")
-        return dict(steps=self.plan.window_steps, seconds=self.seconds,
-                    cpu_seconds=self.cpu_seconds, warmup_steps=self.plan.warmup_steps,
-                    setup=setup)
+        return self.window.result(self.plan.window_steps, self.plan.warmup_steps, setup)
 
 
 def run(framework: str, case: str, steps: int, seed: int) -> dict:
@@ -466,29 +453,11 @@ def rlframe_async_atari_dqn(plan: Plan, seed: int, conv_autocast: str | None = N
 
 # ---------------------------------------------------------------------------- SB3
 
-def sb3_clock(clock: WindowClock, start_steps: int) -> Any:
-    """An SB3 callback starting ``clock`` at the rollout that begins at ``start_steps``
-    (the warm-up trained) and stopping it when ``learn()`` ends."""
-    from stable_baselines3.common.callbacks import BaseCallback
-
-    class Sb3WindowClock(BaseCallback):
-        def _on_rollout_start(self) -> None:
-            if self.model.num_timesteps == start_steps:
-                clock.start()
-
-        def _on_step(self) -> bool:
-            return True
-
-        def _on_training_end(self) -> None:
-            clock.stop()
-
-    return Sb3WindowClock()
-
-
 def sb3_learn(model: Any, plan: Plan) -> WindowClock:
     """``model.learn`` over warm-up + window, timing the window; closes the env."""
     clock = WindowClock(plan)
-    model.learn(total_timesteps=plan.total_steps, callback=sb3_clock(clock, plan.warmup_steps))
+    model.learn(total_timesteps=plan.total_steps,
+                callback=sb3_window_callback(clock.window, plan.warmup_steps))
     model.get_env().close()
     if model.num_timesteps != plan.total_steps:
         raise RuntimeError(f"SB3 trained {model.num_timesteps} agent steps; the plan was "

@@ -198,8 +198,9 @@ import math
 import numbers
 import os
 import tempfile
-import time
 from typing import TYPE_CHECKING, Callable
+
+from _timing import Window, sb3_window_callback
 
 if TYPE_CHECKING:
     import numpy as np
@@ -244,29 +245,6 @@ def window_steps(case: str, steps: int) -> int:
     if case == "mujoco_ppo":
         return -(-steps // PPO_N_STEPS) * PPO_N_STEPS
     return steps
-
-
-class Window:
-    """Wall-clock and process CPU time of the timed window."""
-
-    def __init__(self) -> None:
-        self._start: tuple[float, float] | None = None
-        self._end: tuple[float, float] | None = None
-
-    def open(self) -> None:
-        self._start = (time.perf_counter(), time.process_time())
-
-    def close(self) -> None:
-        self._end = (time.perf_counter(), time.process_time())
-
-    def result(self, steps: int, warmup_steps: int, setup: str) -> dict:
-        if self._start is None or self._end is None:
-            missing = "opened" if self._start is None else "closed"
-            raise RuntimeError(f"the timed window was never {missing}: the run did not "
-                               "reach the clock's boundary.")
-        return dict(steps=steps, seconds=self._end[0] - self._start[0],
-                    cpu_seconds=self._end[1] - self._start[1], warmup_steps=warmup_steps,
-                    setup=setup)
 
 
 def run(framework: str, case: str, steps: int, seed: int) -> dict:
@@ -375,31 +353,10 @@ def rlframe_ppo(seed: int, window: int) -> tuple[Window, str]:
 
 def sb3_learn(model, case: str, window: int) -> Window:
     """``model.learn`` for warm-up + window steps, timing the window."""
-    from stable_baselines3.common.callbacks import BaseCallback
-
-    warmup = WARMUP_STEPS[case]
-
-    class Sb3Clock(BaseCallback):
-        """Opens the window at the first rollout after the warm-up's updates and closes
-        it when ``learn()`` returns from its last updates."""
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.window = Window()
-
-        def _on_rollout_start(self) -> None:
-            if self.model.num_timesteps == warmup:
-                self.window.open()
-
-        def _on_step(self) -> bool:
-            return True
-
-        def _on_training_end(self) -> None:
-            self.window.close()
-
-    clock = Sb3Clock()
-    model.learn(total_timesteps=warmup + window, callback=clock)
-    return clock.window
+    clock = Window()
+    model.learn(total_timesteps=WARMUP_STEPS[case] + window,
+                callback=sb3_window_callback(clock, WARMUP_STEPS[case]))
+    return clock
 
 
 def sb3_sac(seed: int, window: int, threads: int = 1) -> tuple[Window, str]:

@@ -1,11 +1,11 @@
-"""Timing shared by the benchmarks: alternating rounds, medians, sampler rates, and
-children whose peak memory is read when they are reaped."""
+"""Timing shared by the benchmarks: alternating rounds, medians, sampler rates, timed
+windows of training runs, and children whose peak memory is read when they are reaped."""
 import os
 import statistics
 import subprocess
 import sys
 import time
-from typing import Callable
+from typing import Any, Callable
 
 
 def median_rates(cases: dict[str, Callable[[], None]], rounds: int,
@@ -81,3 +81,48 @@ def run_reaped(command: list[str], cwd: str, env: dict, log_path: str) -> tuple[
     # ru_maxrss is in KiB on Linux, in bytes on macOS.
     return (os.waitstatus_to_exitcode(status),
             usage.ru_maxrss / (2 ** 20 if sys.platform == "darwin" else 2 ** 10))
+
+
+class Window:
+    """Wall-clock and process CPU time of one timed window of a run."""
+
+    def __init__(self) -> None:
+        self._start: tuple[float, float] | None = None
+        self._end: tuple[float, float] | None = None
+
+    def open(self) -> None:
+        self._start = (time.perf_counter(), time.process_time())
+
+    def close(self) -> None:
+        """End the window; a window never opened stays unopened (``result`` says so)."""
+        if self._start is not None:
+            self._end = (time.perf_counter(), time.process_time())
+
+    def result(self, steps: int, warmup_steps: int, setup: str) -> dict:
+        """``dict(steps, seconds, cpu_seconds, warmup_steps, setup)`` of the window."""
+        if self._start is None or self._end is None:
+            missing = "opened" if self._start is None else "closed"
+            raise RuntimeError(f"the timed window of {steps} steps after {warmup_steps} was "
+                               f"never {missing}: the run did not reach the clock's boundary.")
+        return dict(steps=steps, seconds=self._end[0] - self._start[0],
+                    cpu_seconds=self._end[1] - self._start[1], warmup_steps=warmup_steps,
+                    setup=setup)
+
+
+def sb3_window_callback(window: Window, start_steps: int) -> Any:
+    """An SB3 callback that opens ``window`` at the rollout beginning at ``start_steps``
+    (the warm-up trained) and closes it when ``learn()`` returns from its last updates."""
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class Sb3WindowCallback(BaseCallback):
+        def _on_rollout_start(self) -> None:
+            if self.model.num_timesteps == start_steps:
+                window.open()
+
+        def _on_step(self) -> bool:
+            return True
+
+        def _on_training_end(self) -> None:
+            window.close()
+
+    return Sb3WindowCallback()

@@ -66,11 +66,12 @@ def profiled_run(case: str, framework: str, steps: int, seed: int,
                  profiler: cProfile.Profile) -> dict:
     """``run(framework, case, steps, seed)`` of the case's module, profiled in its window.
 
-    The window's clocks (``WindowClock.start``/``stop``, ``Window.open``/``close``,
-    ``AsyncWindowClock``) are wrapped so that the profiler runs while they do.
+    The window's clocks (``_timing.Window.open``/``close``, which both modules' clocks
+    use, and ``AsyncWindowClock``) are wrapped so that the profiler runs while they do.
     """
     import _scale_atari
     import _scale_mujoco
+    import _timing
     module = _scale_atari if case in _scale_atari.CASES else _scale_mujoco
 
     def wrap(cls, opener: str, closer: str) -> None:
@@ -88,8 +89,7 @@ def profiled_run(case: str, framework: str, steps: int, seed: int,
         setattr(cls, opener, opened)
         setattr(cls, closer, closed)
 
-    wrap(_scale_atari.WindowClock, "start", "stop")
-    wrap(_scale_mujoco.Window, "open", "close")
+    wrap(_timing.Window, "open", "close")
     original = _scale_atari.AsyncWindowClock.on_iteration_end
 
     def async_clock(self, *args, **kwargs):  # Opens at its first reading past the warm-up.
