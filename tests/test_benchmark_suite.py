@@ -102,6 +102,7 @@ def test_a_killed_suite_completes_when_run_again(in_tmp_cwd):
 @pytest.mark.parametrize("change, message", [
     (["--slots", "0"], "--slots 0: give 1 to"),
     (["--dry-run", "-o", "tiny.json"], "-o tiny.json is a file"),
+    (["--only", "ppo_Cartpole-v1"], "--only ppo_Cartpole-v1: no such entry in "),
 ])
 def test_bad_options(in_tmp_cwd, capsys, change, message):
     suite = tiny_suite(in_tmp_cwd / "tiny.json")
@@ -124,3 +125,16 @@ def test_another_version_of_the_suite_is_refused(in_tmp_cwd, capsys):
     (in_tmp_cwd / "out" / "suite.json").write_text(json.dumps(dict(name="older", runs=[])))
     assert main(["benchmark", suite, "-o", "out"]) == 2
     assert "holds the runs of another version of the suite" in capsys.readouterr().err
+
+
+def test_only_runs_the_named_entries(in_tmp_cwd, capsys):
+    suite = in_tmp_cwd / "two.json"
+    suite.write_text(json.dumps(dict(name="two", runs=[
+        dict(algo="ppo", env_id="CartPole-v1", n_steps=2048, seeds=2),
+        dict(algo="a2c", env_id="CartPole-v1", n_steps=2048, seeds=1, label="a2c_cartpole")])))
+    assert main(["benchmark", str(suite), "-o", "out", "--dry-run", "--only", "a2c_cartpole"]) == 0
+    out = capsys.readouterr().out
+    assert "1 runs in out, 1 to run" in out and "a2c_cartpole/run_0: new" in out
+    assert "ppo_CartPole-v1" not in out
+    assert main(["benchmark", str(suite), "-o", "out", "--dry-run", "--only", "nope"]) == 2
+    assert "its labels are ppo_CartPole-v1, a2c_cartpole" in capsys.readouterr().err

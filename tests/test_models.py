@@ -112,6 +112,24 @@ def test_mujoco_ff_shapes(lead, normalize):
     assert torch.equal(log_std, torch.zeros_like(log_std))
 
 
+def test_mujoco_ff_orthogonal_init():
+    torch.manual_seed(0)
+    model = MujocoFfModel((11,), 3, hidden_sizes=[64, 32], mu_nonlinearity=None,
+                          orthogonal_init=True)
+    for mlp, out_gain in ((model.mu, 0.01), (model.v, 1.0)):
+        linears = [m for m in mlp.modules() if isinstance(m, torch.nn.Linear)]
+        assert len(linears) == 3
+        for layer, gain in zip(linears, (2 ** 0.5, 2 ** 0.5, out_gain)):
+            w = layer.weight / gain  # Orthonormal rows or columns, whichever are fewer.
+            small = w @ w.T if w.shape[0] <= w.shape[1] else w.T @ w
+            assert torch.allclose(small, torch.eye(small.shape[0]), atol=1e-5)
+            assert torch.equal(layer.bias, torch.zeros_like(layer.bias))
+    mu, _, _ = model(torch.randn(5, 11), None, None)
+    assert mu.abs().max() < 0.1  # A near-zero mean at the start (output gain 0.01).
+    default = MujocoFfModel((11,), 3)
+    assert default.v.model[0].bias.abs().max() > 0  # PyTorch's default init otherwise.
+
+
 @pytest.mark.parametrize("lead", LEADS)
 def test_mujoco_lstm_shapes(lead):
     model = MujocoLstmModel((11,), 3, hidden_sizes=[32], lstm_size=16,

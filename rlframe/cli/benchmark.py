@@ -38,6 +38,7 @@ references.
 examples:
   rlframe benchmark benchmarks/suite/mujoco_1m.json -o results/mujoco --slots 2
   rlframe benchmark benchmarks/suite/mujoco_1m.json -o results/mujoco --dry-run
+  rlframe benchmark benchmarks/suite/mujoco_1m.json -o results/mujoco --only sac_Hopper-v5
 """
 
 
@@ -53,6 +54,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         help="directory of the suite's runs (made if missing)")
     parser.add_argument("--slots", type=int, default=1, metavar="K",
                         help="runs at once, each pinned to cores // K cores (default: 1)")
+    parser.add_argument("--only", nargs="+", metavar="LABEL",
+                        help="run only these entries (their labels: <algo>_<env_id> unless "
+                             "the entry names one)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print what each run would do, run nothing")
     parser.set_defaults(run=run)
@@ -94,8 +98,16 @@ def run(args: argparse.Namespace) -> int:
                 raise CommandError(f"{args.out} holds the runs of another version of the suite "
                                    f"({copy} differs from {args.suite}); give a new -o, or "
                                    "remove the folder to start over")
+    entries = suite.entries
+    if args.only:
+        labels = [entry.label for entry in entries]
+        unknown = [label for label in args.only if label not in labels]
+        if unknown:
+            raise CommandError(f"--only {' '.join(unknown)}: no such entry in {args.suite}; "
+                               f"its labels are {', '.join(labels)}")
+        entries = [entry for entry in entries if entry.label in args.only]
     runs, plan = [], []
-    for entry in suite.entries:
+    for entry in entries:
         for seed in entry.seeds:
             state = run_state(entry.run_dir(args.out, seed))
             plan.append(f"  {entry.label}/run_{seed}: {state}")

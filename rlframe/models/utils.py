@@ -1,6 +1,8 @@
-"""Model helpers: conv output shapes, gradient scaling, (soft) state-dict copies, mode switches."""
+"""Model helpers: conv output shapes, orthogonal initialisation, gradient scaling, (soft)
+state-dict copies, mode switches."""
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, Mapping
 
 import torch
@@ -17,6 +19,17 @@ def conv2d_output_shape(h: int, w: int, kernel_size: int = 1, stride: int = 1,
     def out(size: int) -> int:
         return (size + 2 * padding - dilation * (kernel_size - 1) - 1) // stride + 1
     return out(h), out(w)
+
+
+def orthogonal_init_(module: torch.nn.Module, output_gain: float) -> None:
+    """Orthogonal weights (gain sqrt(2) on hidden layers, ``output_gain`` on the last
+    linear layer) and zero biases for every ``Linear`` in ``module``, in place: the usual
+    PPO/A2C initialisation."""
+    linears = [m for m in module.modules() if isinstance(m, torch.nn.Linear)]
+    for i, layer in enumerate(linears):
+        gain = output_gain if i == len(linears) - 1 else math.sqrt(2)
+        torch.nn.init.orthogonal_(layer.weight, gain=gain)
+        torch.nn.init.zeros_(layer.bias)
 
 
 class ScaleGrad(torch.autograd.Function):

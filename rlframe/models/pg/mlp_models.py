@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from rlframe.models.mlp import MlpModel
-from rlframe.models.utils import run_lstm
+from rlframe.models.utils import orthogonal_init_, run_lstm
 from rlframe.utils.collections import namedarraytuple
 from rlframe.utils.tensor import infer_leading_dims, restore_leading_dims
 
@@ -24,16 +24,6 @@ if TYPE_CHECKING:
 else:
     RnnState = namedarraytuple("RnnState", ["h", "c"])
     """LSTM state: ``h``, ``c`` each [1, B, lstm_size]."""
-
-
-def _orthogonal_init(module: torch.nn.Module, output_gain: float) -> None:
-    """Orthogonal weights (gain sqrt(2) on hidden layers, ``output_gain`` on the last
-    linear layer) and zero biases: the usual PPO/A2C initialisation."""
-    linears = [m for m in module.modules() if isinstance(m, torch.nn.Linear)]
-    for i, layer in enumerate(linears):
-        gain = output_gain if i == len(linears) - 1 else math.sqrt(2)
-        torch.nn.init.orthogonal_(layer.weight, gain=gain)
-        torch.nn.init.zeros_(layer.bias)
 
 
 class CategoricalPgMlpModel(torch.nn.Module):
@@ -63,8 +53,8 @@ class CategoricalPgMlpModel(torch.nn.Module):
         self.pi = MlpModel(input_size, hidden_sizes, output_size=action_size,
                            nonlinearity=nonlinearity)
         self.v = MlpModel(input_size, hidden_sizes, output_size=1, nonlinearity=nonlinearity)
-        _orthogonal_init(self.pi, output_gain=0.01)
-        _orthogonal_init(self.v, output_gain=1.0)
+        orthogonal_init_(self.pi, output_gain=0.01)
+        orthogonal_init_(self.v, output_gain=1.0)
 
     def forward(self, observation: torch.Tensor, prev_action: torch.Tensor,
                 prev_reward: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -113,9 +103,9 @@ class CategoricalPgLstmModel(torch.nn.Module):
         self.lstm = torch.nn.LSTM(self.mlp.output_size + action_size + 1, lstm_size)
         self.pi = torch.nn.Linear(lstm_size, action_size)
         self.value = torch.nn.Linear(lstm_size, 1)
-        _orthogonal_init(self.mlp, output_gain=math.sqrt(2))
-        _orthogonal_init(self.pi, output_gain=0.01)
-        _orthogonal_init(self.value, output_gain=1.0)
+        orthogonal_init_(self.mlp, output_gain=math.sqrt(2))
+        orthogonal_init_(self.pi, output_gain=0.01)
+        orthogonal_init_(self.value, output_gain=1.0)
 
     def forward(
         self,

@@ -8,6 +8,7 @@ import torch
 
 from rlframe.models.mlp import MlpModel
 from rlframe.models.running_mean_std import RunningMeanStdModel
+from rlframe.models.utils import orthogonal_init_
 from rlframe.utils.tensor import infer_leading_dims, restore_leading_dims
 
 
@@ -25,6 +26,9 @@ class MujocoFfModel(torch.nn.Module):
             :meth:`update_obs_rms` (the agent calls it on sampled observations).
         norm_obs_clip: normalised observations are clamped to ``[-clip, clip]``.
         norm_obs_var_clip: lower bound on the running variance used to normalise.
+        orthogonal_init: orthogonal weights and zero biases in both MLPs (gain sqrt(2) on
+            hidden layers, 0.01 on the mean's output, 1 on the value's), as CleanRL's and
+            SB3's PPO start; False keeps PyTorch's default initialisation (rlpyt's).
     """
 
     def __init__(
@@ -38,6 +42,7 @@ class MujocoFfModel(torch.nn.Module):
         normalize_observation: bool = False,
         norm_obs_clip: float = 10,
         norm_obs_var_clip: float = 1e-6,
+        orthogonal_init: bool = False,
     ) -> None:
         super().__init__()
         self._obs_ndim: int = len(observation_shape)
@@ -49,6 +54,9 @@ class MujocoFfModel(torch.nn.Module):
                                     else torch.nn.Sequential(mu_mlp, mu_nonlinearity()))
         self.v = MlpModel(input_size, hidden_sizes, output_size=1,
                           nonlinearity=hidden_nonlinearity)
+        if orthogonal_init:
+            orthogonal_init_(mu_mlp, output_gain=0.01)
+            orthogonal_init_(self.v, output_gain=1.0)
         self.log_std = torch.nn.Parameter(init_log_std * torch.ones(action_size))
         self.normalize_observation: bool = normalize_observation
         self.norm_obs_clip: float = norm_obs_clip
