@@ -9,6 +9,7 @@ import pytest
 pytest.importorskip("scipy")
 
 from rlframe.cli import main  # noqa: E402
+from rlframe.utils.plotting import PlotError  # noqa: E402
 from rlframe.utils.report.runs import markdown_table, setting_reports  # noqa: E402
 from test_plotting import write_run  # noqa: E402
 
@@ -63,6 +64,31 @@ def test_final_and_best_iqm_are_those_of_a_hand_computation(runs):
         assert estimate.low < estimate.point < estimate.high
 
 
+def test_a_final_window_averages_each_runs_last_values(runs, capsys):
+    # Each run logs 0, final, 2 * final, final at steps 0..300: a window of 150 steps up
+    # to 300 holds the rows at 200 and 300 (1.5 * final), one of 250 the rows at 100-300.
+    for window, factor in ((150, 1.5), (250, 4 / 3)):
+        reports = setting_reports([runs], final_window=window)
+        for report, finals in zip(reports, FINALS.values()):
+            assert report.steps == 300 and report.final_window == window
+            assert report.finals == pytest.approx(tuple(factor * f for f in finals))
+            middle = sorted(finals)[1:4]
+            assert report.final["iqm"].point == pytest.approx(factor * np.mean(middle))
+            assert report.best["iqm"].point == pytest.approx(2 * np.mean(middle))
+    assert "the mean of ReturnAverage over the last 150 steps up to" in markdown_table(
+        setting_reports([runs], final_window=150))
+    for run_ID, steps in enumerate(([0, 100, 200], [0, 150, 250])):  # End: step 200.
+        write_run(runs.parent / "apart" / f"run_{run_ID}", params(0.1, run_ID, run_ID), steps,
+                  [1., 2., 3.])
+    with pytest.raises(PlotError, match=r"run_1 logged no value in the final window "
+                                        r"\(170, 200\] of CumSteps"):
+        setting_reports([runs.parent / "apart"], final_window=30)
+    with pytest.raises(ValueError, match="final_window=-1: give a number of steps >= 0"):
+        setting_reports([runs], final_window=-1)
+    assert main(["report", str(runs), "--final-window", "150", "-o", "out"]) == 0
+    assert "150" in open(os.path.join("out", "report.csv")).read().splitlines()[1]
+
+
 def test_command_prints_the_table_and_writes_the_files(runs, capsys):
     # Two starts of run_1 (as `rlframe benchmark` records a run resumed elsewhere).
     with open(runs / "run_1" / "system.json", "w") as f:
@@ -106,6 +132,7 @@ def test_a_single_run_has_no_interval(in_tmp_cwd):
 @pytest.mark.parametrize("argv, message", [
     (["--confidence", "95"], "--confidence 95.0: give a level in"),
     (["--resamples", "0"], "--resamples 0: give a positive number"),
+    (["--final-window", "-5"], "--final-window -5: give a number of steps >= 0"),
     (["--key", "Retrun"], "Retrun"),
 ])
 def test_bad_input(runs, capsys, argv, message):

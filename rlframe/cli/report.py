@@ -10,8 +10,9 @@ EXAMPLES = """\
 Each RUN_DIR is a run directory (holding progress.csv) or a folder holding run_*
 directories at any depth. Runs whose params.json differ only in run_ID and seeds form
 one setting; its task is params.json's env_id. For each setting the table gives the
-final score (KEY at the last step every run of the setting reached) and the best one
-(the largest up to there), as the interquartile mean, mean and median over runs, with
+final score (KEY at the last step every run of the setting reached, or with
+--final-window STEPS its mean over the values logged in the last STEPS steps up to
+there) and the best one (the largest up to there), as the interquartile mean, mean and median over runs, with
 95% stratified bootstrap intervals. With -o DIR it also writes DIR/report.md, the
 same per setting in DIR/report.csv, each run's final and best score, wall time, CPU
 and commit in DIR/runs.csv, and DIR/curves.png (IQM over runs against X_KEY, with its
@@ -25,6 +26,7 @@ examples:
   rlframe report runs/sac runs/td3 -o report/
   rlframe report results/mujoco --suite benchmarks/suite/mujoco_1m.json -o results/mujoco
   rlframe report runs --key "Diagnostics/CumTime (s)" --confidence 0.9
+  rlframe report results/mujoco --final-window 100000
 """
 
 
@@ -48,6 +50,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         help="suite file whose reference scores the runs are compared with "
                              "(runs in <DIR>/<label>/run_<seed>, as `rlframe benchmark` "
                              "writes them)")
+    parser.add_argument("--final-window", type=float, default=0, metavar="STEPS",
+                        help="final score: the mean of each run's values logged in the last "
+                             "STEPS steps up to the shared end (default: 0, the value at "
+                             "the end alone)")
     parser.add_argument("--confidence", type=float, default=0.95,
                         help="confidence level of the intervals (default: 0.95)")
     parser.add_argument("--resamples", type=int, default=2000,
@@ -61,6 +67,9 @@ def run(args: argparse.Namespace) -> int:
     """Print the table (and write the files); user errors become ``CommandError``."""
     if not 0 < args.confidence < 1:
         raise CommandError(f"--confidence {args.confidence}: give a level in (0, 1), e.g. 0.95")
+    if not args.final_window >= 0:
+        raise CommandError(f"--final-window {args.final_window:g}: give a number of steps "
+                           ">= 0 (0: the value at the last step every run reached)")
     if args.resamples < 1:
         raise CommandError(f"--resamples {args.resamples}: give a positive number")
     if args.out is not None and os.path.exists(args.out) and not os.path.isdir(args.out):
@@ -78,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
                            ) from e
     try:
         reports = setting_reports(args.run_dirs, args.key, args.x_key, args.confidence,
-                                  args.resamples, args.seed)
+                                  args.resamples, args.seed, args.final_window)
         table = markdown_table(reports, args.key, args.confidence, references)
         print(table, end="")
         if args.out is not None:

@@ -16,12 +16,14 @@ from rlframe.utils.system import SYSTEM_FILE
 
 def setting_rows(reports: list[SettingReport],
                  references: dict[str, Reference] | None = None) -> list[dict]:
-    """One dict per setting: its label, task, runs and steps; ``final_`` and ``best_``
+    """One dict per setting: its label, task, runs, steps and final window (the steps
+    its final values average over; 0: the value at ``steps``); ``final_`` and ``best_``
     IQM, mean and median with their interval bounds (``_low``, ``_high``); and the
     reference with the final IQM as a fraction of it (empty without one)."""
     rows = []
     for r in reports:
-        row = dict(setting=r.label, task=r.task, runs=len(r.run_dirs), steps=int(r.steps))
+        row = dict(setting=r.label, task=r.task, runs=len(r.run_dirs), steps=int(r.steps),
+                   final_window=int(r.final_window))
         for part, estimates in (("final", r.final), ("best", r.best)):
             for name in STATISTICS:
                 e = estimates[name]

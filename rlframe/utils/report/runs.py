@@ -10,7 +10,9 @@ other setting is named by the folder alone. A setting's task is its
 the training episodes' otherwise) against ``x_key`` (``CumSteps``):
 
 * *final*: its value at the last ``x_key`` every run of the setting reached
-  (interpolated between log points), so that all runs count at the same budget;
+  (interpolated between log points), so that all runs count at the same budget; with a
+  ``final_window`` W, the mean of its values logged in the last W steps up to there
+  (a few evaluations of a few episodes each say more than the last one alone);
 * *best*: its largest value up to there.
 
 Across a setting's runs each is summarized by mean, median and interquartile mean,
@@ -53,6 +55,8 @@ class SettingReport:
         final: statistic name -> :class:`Estimate` of the runs' final values.
         best: statistic name -> :class:`Estimate` of the runs' best values.
         finals: [runs] each run's final value.
+        final_window: the steps before ``steps`` whose values *final* averages (0: the
+            value at ``steps`` alone).
         experiment: the name of the runs' experiment folder (a suite entry's label).
         xy: per run, its ``(x_key, key)`` rows as read (NaN rows left out), which
             :func:`iqm_curves` draws from.
@@ -66,6 +70,7 @@ class SettingReport:
     final: dict[str, Estimate]
     best: dict[str, Estimate]
     finals: tuple[float, ...]
+    final_window: float = 0.
     experiment: str = ""
     xy: tuple[tuple[np.ndarray, np.ndarray], ...] = dataclasses.field(default=(),
                                                                       compare=False)
@@ -94,7 +99,7 @@ def _experiment(run_dir: str) -> str:
 
 def setting_reports(paths: Iterable[str], key: str = "ReturnAverage", x_key: str = "CumSteps",
                     confidence: float = 0.95, n_resamples: int = 2000,
-                    seed: int | None = 0) -> list[SettingReport]:
+                    seed: int | None = 0, final_window: float = 0.) -> list[SettingReport]:
     """Each setting's final and best ``key`` over its runs, in first-seen order.
 
     Args:
@@ -102,7 +107,18 @@ def setting_reports(paths: Iterable[str], key: str = "ReturnAverage", x_key: str
         key: the score column (full name or last ``/`` part).
         x_key: the budget column.
         confidence, n_resamples, seed: of the bootstrap intervals.
+        final_window: *final* is the mean of each run's values logged after
+            ``end - final_window`` up to ``end`` (the last ``x_key`` every run of the
+            setting reached); 0 takes the value at ``end``.
+
+    Raises:
+        ValueError: a negative ``final_window``.
+        PlotError: runs that share no range of ``x_key``, or a run with no value in
+            the window.
     """
+    if not final_window >= 0:
+        raise ValueError(f"final_window={final_window!r}: give a number of steps >= 0 "
+                         "(0: the value at the last step every run reached).")
     reports = []
     groups = group_runs(find_run_dirs(paths))
     folders = [_experiment(runs[0]) for runs in groups.values()]
@@ -119,7 +135,7 @@ def setting_reports(paths: Iterable[str], key: str = "ReturnAverage", x_key: str
             if x[0] > end:
                 raise PlotError(f"the runs of {label!r} share no range of {x_key}: {run} "
                                 f"starts at {x[0]:g}, after another run ends at {end:g}")
-            finals.append(float(np.interp(end, x, y)))
+            finals.append(_final(x, y, end, final_window, run, x_key))
             bests.append(float(y[x <= end].max()))
         tasks = {task_of(run) for run in runs}
         task = tasks.pop() if len(tasks) == 1 else " + ".join(sorted(tasks))
@@ -128,8 +144,21 @@ def setting_reports(paths: Iterable[str], key: str = "ReturnAverage", x_key: str
         best = {name: interval_estimate({task: bests}, name, confidence, n_resamples, seed)
                 for name in STATISTICS}
         reports.append(SettingReport(label, task, tuple(runs), float(end), final, best,
-                                     tuple(finals), folder, tuple(xy), tuple(bests), wall_s))
+                                     tuple(finals), float(final_window), folder, tuple(xy),
+                                     tuple(bests), wall_s))
     return reports
+
+
+def _final(x: np.ndarray, y: np.ndarray, end: float, window: float, run: str,
+           x_key: str) -> float:
+    """A run's value at ``end`` (interpolated), or its mean over ``(end - window, end]``."""
+    if window == 0:
+        return float(np.interp(end, x, y))
+    inside = (x > end - window) & (x <= end)
+    if not inside.any():
+        raise PlotError(f"{run} logged no value in the final window ({end - window:g}, "
+                        f"{end:g}] of {x_key}: give a longer final window")
+    return float(y[inside].mean())
 
 
 def _wall_time(columns: dict[str, np.ndarray], x_key: str, where: str) -> float:
@@ -172,8 +201,14 @@ def markdown_table(reports: list[SettingReport], key: str = "ReturnAverage",
                      f" {ref.score:.4g} at {format_count(ref.steps)} ({ref.source}) "
                      f"| {r.final['iqm'].point / ref.score:.2f} |")
         lines.append(line)
-    notes = [f"Scores: {key.rsplit('/', 1)[-1]} at the last step every run of the setting "
-             "reached (final) and its largest value up to there (best); IQM: the mean of "
+    name = key.rsplit('/', 1)[-1]
+    windows = {r.final_window for r in reports}
+    final = (f"{name} at the last step every run of the setting reached (final)"
+             if windows == {0.} else
+             f"the mean of {name} over the last {format_count(windows.pop())} steps up to "
+             "the last step every run of the setting reached (final)" if len(windows) == 1
+             else f"the mean of {name} over each setting's final window (final)")
+    notes = [f"Scores: {final} and its largest value up to there (best); IQM: the mean of "
              f"the middle half of the runs; intervals: stratified bootstrap, {ci}."]
     if any(np.isnan(r.final["iqm"].low) for r in reports):
         notes.append("A setting without an interval has a single run.")
