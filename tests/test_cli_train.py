@@ -25,6 +25,7 @@ from rlframe.cli import CommandError, train
 from rlframe.envs.atari.atari_env import AtariEnv, AtariTrajInfo
 from rlframe.envs.gym import make as gym_make
 from rlframe.presets import ALGOS, build_experiment
+from rlframe.runners.callbacks import StopAtReturn
 from rlframe.runners.minibatch_rl import MinibatchRl, MinibatchRlEval
 from rlframe.samplers.parallel.cpu.sampler import CpuSampler
 from rlframe.samplers.parallel.gpu.alternating_sampler import AlternatingSampler
@@ -177,6 +178,34 @@ def test_no_evaluation_envs_build_a_runner_without_evaluation(tmp_path, capsys):
     runner, config = build_experiment(params)  # What resume rebuilds: the same runner.
     assert type(runner) is MinibatchRl and runner.sampler.eval_n_envs == 0
     assert config == params
+
+
+@pytest.mark.slow
+def test_stop_at_return_ends_the_run_at_the_first_evaluation_that_reaches_it(tmp_path,
+                                                                             capsys):
+    runner, config = build_experiment(dict(algo="ppo", env_id="CartPole-v1"))
+    assert runner.callbacks == [] and "stop_at_return" not in config  # Unset: not recorded.
+    args = parse("ppo", "CartPole-v1", "--n-steps", "40960", "--log-interval-steps", "1024",
+                 "--batch-B", "2", "--batch-T", "256", "--stop-at-return", "40",
+                 "--log-dir", str(tmp_path / "runs"), "--seed", "3")
+    assert train.run(args) == 0
+    run_dir = tmp_path / "runs" / "run_0"
+    header, rows = read_csv(run_dir / "progress.csv")
+    returns = [float(row[header.index("ReturnAverage")]) for row in rows]
+    steps = [int(float(row[header.index("Diagnostics/CumSteps")])) for row in rows]
+    assert returns[-1] >= 40 and all(r < 40 for r in returns[1:-1])  # Row 0: untrained.
+    assert steps[-1] < 40960 and os.path.exists(run_dir / "params.pkl")
+    params = json.loads((run_dir / "params.json").read_text())
+    assert params["stop_at_return"] == 40.0
+    runner, config = build_experiment(params)  # What resume rebuilds: the same stop.
+    stop, = runner.callbacks
+    assert isinstance(stop, StopAtReturn) and stop.threshold == 40.0 and config == params
+
+
+@pytest.mark.parametrize("value", ["high", True, float("nan")])
+def test_a_bad_stop_at_return_is_refused(value):
+    with pytest.raises(ValueError, match="config 'stop_at_return' must be a number"):
+        build_experiment(dict(algo="ppo", env_id="CartPole-v1", stop_at_return=value))
 
 
 def test_train_dqn_with_config_file(tmp_path):

@@ -87,6 +87,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="torch threads of the training process (default: torch's choice)")
     add("--log-interval-steps", metavar="N", type=_whole_number,
         help="env steps between evaluations and log rows")
+    add("--stop-at-return", metavar="R", type=float,
+        help="end the run at the first evaluation whose average return reaches R (with "
+             "its snapshot; the run counts as finished)")
     add("--snapshot-mode", default="last", choices=SNAPSHOT_MODES,
         help="which parameter snapshots to keep (default: last)")
     add("--track", metavar="NAME", action="append", choices=TRACKERS,
@@ -157,7 +160,7 @@ def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
     if args.sampler is not None:
         config["sampler"] = args.sampler
     for key in ("n_steps", "n_parallel", "torch_threads", "batch_T", "batch_B", "seed",
-                "cuda_idx", "log_interval_steps"):
+                "cuda_idx", "log_interval_steps", "stop_at_return"):
         if getattr(args, key) is not None:
             config[key] = getattr(args, key)
     return config

@@ -14,6 +14,7 @@ config, which rebuilds the same stack (what ``params.json`` of a run holds)::
         "n_steps": 150000, "log_interval_steps": 10240,
         "batch_T": 128, "batch_B": 8,  # the sampler's batch: T steps of B envs
         "seed": 4821,                  # drawn when null, then recorded
+        "stop_at_return": 195.0,       # optional: end at the first evaluation >= this
         "kwargs": {                    # keyword arguments of each component
             "algo": {"learning_rate": 0.001, ...},   # of PPO
             "agent": {"model_kwargs": {...}},        # of CategoricalPgAgent
@@ -26,6 +27,9 @@ config, which rebuilds the same stack (what ``params.json`` of a run holds)::
 The runner is a ``MinibatchRlEval``, which evaluates the agent at every log point,
 unless the sampler section sets ``eval_n_envs`` to 0: then it is a ``MinibatchRl``,
 which logs the training episodes instead (no evaluation envs are built or stepped).
+With ``stop_at_return`` the runner gets a ``StopAtReturn`` callback: the run ends at the
+first log row (after training began) whose ``ReturnAverage`` reaches it, with its
+snapshot, as a finished run.
 
 A ``kwargs`` section given in the config replaces the preset's values key by key
 (a nested dict such as ``model_kwargs`` as a whole). Keywords whose name ends
@@ -40,11 +44,13 @@ import copy
 import difflib
 import importlib
 import inspect
+import math
 import os
 from typing import Any
 
 from rlframe.presets.algos import ALGOS, AlgoPreset
 from rlframe.presets.envs import EnvTarget, resolve_env
+from rlframe.runners.callbacks import StopAtReturn
 from rlframe.runners.minibatch_rl import MinibatchRl, MinibatchRlEval
 from rlframe.samplers.parallel.cpu.sampler import CpuSampler
 from rlframe.samplers.parallel.gpu.alternating_sampler import AlternatingSampler
@@ -64,7 +70,7 @@ SECTIONS = ("algo", "agent", "sampler", "runner", "env")
 RUN_KEYS = ("n_steps", "log_interval_steps", "batch_T", "batch_B")
 LAUNCH_KEYS = ("log_dir", "run_ID", "name", "snapshot_mode")  # Kept, not used here.
 CONFIG_KEYS = ("algo", "env_id", "sampler", "n_parallel", "torch_threads", "cuda_idx", "seed",
-               *RUN_KEYS, "kwargs", *LAUNCH_KEYS)
+               *RUN_KEYS, "stop_at_return", "kwargs", *LAUNCH_KEYS)
 """Top-level keys of a config."""
 
 # Keywords the builder sets itself, with where a user sets them instead.
@@ -77,7 +83,8 @@ _MANAGED = {
                    affinity="n_parallel, torch_threads and cuda_idx (--n-parallel, "
                             "--torch-threads, --cuda-idx)",
                    log_interval_steps="log_interval_steps (--log-interval-steps)",
-                   callbacks="a Python script (callbacks are objects)"),
+                   callbacks="a Python script (callbacks are objects; stop_at_return "
+                             "(--stop-at-return) adds StopAtReturn)"),
     "env": dict(id="env_id", game="env_id"),
 }
 
@@ -115,6 +122,9 @@ def build_experiment(config: dict[str, Any]) -> tuple[MinibatchRl, dict[str, Any
         "torch_threads", config["torch_threads"])
     full["seed"] = make_seed() if config.get("seed") is None else as_int(
         "seed", config["seed"], minimum=0)
+    stop = _stop_at_return(config.get("stop_at_return"))
+    if stop is not None:  # Recorded only when set: other runs' params.json stay as they were.
+        full["stop_at_return"] = stop
     full["kwargs"] = {section: {**settings.get(section, {}), **user_kwargs[section]}
                       for section in SECTIONS}
     return _build_runner(preset, target, full), full
@@ -173,6 +183,15 @@ def _check_top_level(config: Any) -> dict[str, Any]:
         if key not in config:
             raise ValueError(f"config needs {key!r} (e.g. algo='ppo', env_id='CartPole-v1').")
     return config
+
+
+def _stop_at_return(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise ValueError(f"config 'stop_at_return' must be a number (the run ends at the first "
+                         f"evaluation return >= it) or null, got {value!r}.")
+    return float(value)
 
 
 def _find_algo(name: Any) -> AlgoPreset:
@@ -326,9 +345,11 @@ def _build_runner(preset: AlgoPreset, target: EnvTarget, full: dict[str, Any]) -
                          batch_B=full["batch_B"], **_resolve_classes("sampler", kwargs["sampler"]))
     algo = _construct("algo", preset.AlgoCls, **_resolve_classes("algo", kwargs["algo"]))
     agent = _construct("agent", AgentCls, **_resolve_classes("agent", kwargs["agent"]))
+    stop = full.get("stop_at_return")
     return RunnerCls(algo=algo, agent=agent, sampler=sampler, n_steps=full["n_steps"],
                      seed=full["seed"], affinity=_affinity(full),
                      log_interval_steps=full["log_interval_steps"],
+                     callbacks=None if stop is None else [StopAtReturn(stop)],
                      **_resolve_classes("runner", kwargs["runner"]))
 
 
