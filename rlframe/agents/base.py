@@ -133,6 +133,7 @@ class BaseAgent(ParameterSharingMixin):
         self.model: torch.nn.Module | None = None
         self.shared_model: torch.nn.Module | None = None
         self.distribution: Distribution | None = None
+        self.deterministic_eval = False  # Policy-gradient agents take it as a keyword.
         self.device = torch.device("cpu")
         self.env_spaces: EnvSpaces | None = None
         self.env_model_kwargs: dict = {}
@@ -446,16 +447,28 @@ class BaseAgent(ParameterSharingMixin):
         """Before optimization at iteration ``itr``."""
         set_training(True, self.model)
         self._mode = "train"
+        self._act_with_mode(False)
 
     def sample_mode(self, itr: int) -> None:
         """Before collecting training samples at iteration ``itr``."""
         set_training(False, self.model)
         self._mode = "sample"
+        self._act_with_mode(False)
 
     def eval_mode(self, itr: int) -> None:
-        """Before collecting evaluation trajectories at iteration ``itr``."""
+        """Before collecting evaluation trajectories at iteration ``itr``; agents built
+        with ``deterministic_eval=True`` then act with their distribution's mode."""
         set_training(False, self.model)
         self._mode = "eval"
+        self._act_with_mode(self.deterministic_eval)
+
+    def _act_with_mode(self, mode: bool) -> None:
+        """Make ``step`` take the distribution's mode (True) or sample it (False)."""
+        wrapped = isinstance(self.distribution, _ModeSampler)
+        if mode and not wrapped and self.distribution is not None:
+            self.distribution = _ModeSampler(self.distribution)
+        elif not mode and wrapped:
+            self.distribution = self.distribution.distribution
 
     def toggle_alt(self) -> None:
         """Alternating samplers switch env halves (alternating agents override)."""
@@ -463,14 +476,17 @@ class BaseAgent(ParameterSharingMixin):
 
 class _ModeSampler:
     """Stands for an agent's distribution while :meth:`BaseAgent.act` acts
-    deterministically: every agent's ``step`` then picks the distribution's mode
-    where it would sample, with no deterministic variant of each ``step``."""
+    deterministically, and in eval mode for agents built with ``deterministic_eval``:
+    every agent's ``step`` then picks the distribution's mode where it would sample,
+    with no deterministic variant of each ``step``."""
 
     def __init__(self, distribution: Distribution):
-        self._distribution = distribution
+        self.distribution = distribution
 
     def sample(self, dist_info: NamedArrayTuple) -> torch.Tensor:
-        return self._distribution.mode(dist_info)
+        return self.distribution.mode(dist_info)
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._distribution, name)
+        if name == "distribution":  # Not set yet: an object being unpickled.
+            raise AttributeError(name)
+        return getattr(self.distribution, name)

@@ -24,8 +24,10 @@ return and length, then their mean, std, min and max.
 
 By default the agent acts in its own evaluation mode, as the run's evaluations
 did (DQN-family agents: epsilon-greedy with their eval epsilon; policy-gradient
-and SAC agents: actions sampled from the policy). --deterministic acts greedily
-instead (argmax Q, the most probable action, the Gaussian mean).
+agents: actions sampled from the policy, or its mode if built with
+deterministic_eval=True; DDPG, TD3 and SAC: the policy's action without noise).
+--deterministic acts greedily instead (argmax Q, the most probable action, the
+Gaussian mean).
 
 An episode ends when the game or task ends or its time limit cuts it; with
 Atari's episodic lives a lost life is not the end of the episode.

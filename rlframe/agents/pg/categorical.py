@@ -10,7 +10,7 @@ from rlframe.agents.base import (AgentStep, AlternatingRecurrentAgentMixin, Base
                                  check_probabilities, check_value_output,
                                  rnn_state_batch_first, step_without_grad,
                                  zeros_like_rnn_state)
-from rlframe.agents.pg.base import AgentInfo, AgentInfoRnn
+from rlframe.agents.pg.base import AgentInfo, AgentInfoRnn, check_deterministic_eval
 from rlframe.distributions.categorical import Categorical, DistInfo
 from rlframe.models.pg.mlp_models import CategoricalPgLstmModel, CategoricalPgMlpModel
 
@@ -37,15 +37,19 @@ class CategoricalPgAgent(BaseAgent):
     ``prev_action`` one-hot encoded and returns ``(pi, value)``:
     pi [*lead, A] probabilities, value [*lead].
     Defaults to :class:`CategoricalPgMlpModel` (vector observations).
+    ``deterministic_eval=True`` evaluates with the most probable action instead of a
+    sample (as in training, and as rlpyt evaluates).
     """
 
     distribution: Categorical
 
     def __init__(self, ModelCls: type | None = CategoricalPgMlpModel,
                  model_kwargs: dict | None = None,
-                 initial_model_state_dict: dict | None = None):
+                 initial_model_state_dict: dict | None = None,
+                 deterministic_eval: bool = False):
         super().__init__(ModelCls=ModelCls, model_kwargs=model_kwargs,
                          initial_model_state_dict=initial_model_state_dict)
+        self.deterministic_eval = check_deterministic_eval(deterministic_eval)
 
     def check_env_spaces(self, env_spaces: EnvSpaces) -> None:
         super().check_env_spaces(env_spaces)
@@ -108,9 +112,11 @@ class RecurrentCategoricalPgAgentBase(CategoricalPgAgent):
 
     def __init__(self, ModelCls: type | None = CategoricalPgLstmModel,
                  model_kwargs: dict | None = None,
-                 initial_model_state_dict: dict | None = None):
+                 initial_model_state_dict: dict | None = None,
+                 deterministic_eval: bool = False):
         super().__init__(ModelCls=ModelCls, model_kwargs=model_kwargs,
-                         initial_model_state_dict=initial_model_state_dict)
+                         initial_model_state_dict=initial_model_state_dict,
+                         deterministic_eval=deterministic_eval)
 
     def __call__(self, observation: TensorTree, prev_action: torch.Tensor,
                  prev_reward: torch.Tensor, init_rnn_state: TensorTree | None

@@ -1,7 +1,7 @@
 """Policy-gradient agents for continuous actions (diagonal Gaussian policy + value)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import torch
@@ -11,7 +11,7 @@ from rlframe.agents.base import (AgentStep, AlternatingRecurrentAgentMixin, Base
                                  check_value_output,
                                  rnn_state_batch_first, step_without_grad,
                                  zeros_like_rnn_state)
-from rlframe.agents.pg.base import AgentInfo, AgentInfoRnn
+from rlframe.agents.pg.base import AgentInfo, AgentInfoRnn, check_deterministic_eval
 from rlframe.distributions.gaussian import DistInfoStd, Gaussian
 
 if TYPE_CHECKING:
@@ -39,9 +39,19 @@ class GaussianPgAgent(BaseAgent):
 
     Model: ``forward(observation, prev_action, prev_reward)`` ->
     ``(mu [*lead, A], log_std [*lead, A], value [*lead])``.
+
+    Args:
+        deterministic_eval: evaluation trajectories take the Gaussian's mean instead
+            of a sample (SB3's deterministic evaluation); False samples, as in
+            training and as rlpyt evaluates.
+        **kwargs: ``ModelCls``, ``model_kwargs``, ``initial_model_state_dict``.
     """
 
     distribution: Gaussian
+
+    def __init__(self, deterministic_eval: bool = False, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.deterministic_eval = check_deterministic_eval(deterministic_eval)
 
     def check_env_spaces(self, env_spaces: EnvSpaces) -> None:
         super().check_env_spaces(env_spaces)
