@@ -227,9 +227,23 @@ def ppo_train(*argv: str) -> int:
 
 
 def without_module(name: str, fn: Callable[[], Any]) -> Any:
-    """``fn()`` with the package ``name`` made unimportable, as if not installed."""
-    with mock.patch.dict(sys.modules, {name: None}):
+    """``fn()`` with the package ``name`` made unimportable, as if not installed.
+
+    Only that entry of ``sys.modules`` is restored afterwards: modules that ``fn``
+    imported for the first time (torch's lazily imported ``torch._dynamo``, say) stay,
+    where restoring the whole dict would drop them and leave their importers holding
+    a copy that a later import no longer finds.
+    """
+    missing = object()
+    saved = sys.modules.get(name, missing)
+    sys.modules[name] = None  # type: ignore[assignment]
+    try:
         return fn()
+    finally:
+        if saved is missing:
+            del sys.modules[name]
+        else:
+            sys.modules[name] = saved
 
 
 # ------------------------------------------------------------------------- algorithms
