@@ -44,13 +44,13 @@ class GaussianPgAgent(BaseAgent):
         deterministic_eval: evaluation trajectories take the Gaussian's mean instead
             of a sample (SB3's deterministic evaluation); False samples, as in
             training and as rlpyt evaluates.
-        **kwargs: ``ModelCls``, ``model_kwargs``, ``initial_model_state_dict``.
+        *args, **kwargs: ``ModelCls``, ``model_kwargs``, ``initial_model_state_dict``.
     """
 
     distribution: Gaussian
 
-    def __init__(self, deterministic_eval: bool = False, **kwargs: Any):
-        super().__init__(**kwargs)
+    def __init__(self, *args: Any, deterministic_eval: bool = False, **kwargs: Any):
+        super().__init__(*args, **kwargs)
         self.deterministic_eval = check_deterministic_eval(deterministic_eval)
 
     def check_env_spaces(self, env_spaces: EnvSpaces) -> None:
