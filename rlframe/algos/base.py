@@ -18,7 +18,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Iterable, NamedTuple, Protocol
 import numpy as np
 import torch
 
-from rlframe.utils.checks import check_keywords
+from rlframe.utils.checks import check_bool, check_keywords
 from rlframe.utils.collections import iter_leaves
 from rlframe.utils.logging import logger
 from rlframe.utils.tensor import clip_grad_norm
@@ -341,8 +341,7 @@ def read_stats(stats: dict[str, list]) -> dict[str, list[float]]:
 
 def check_compile(compile: bool) -> bool:
     """Validate an algorithm's ``compile`` argument (a bool; torch.compile must exist)."""
-    if not isinstance(compile, bool):
-        raise TypeError(f"compile must be True or False, got {compile!r}.")
+    check_bool("compile", compile)
     if compile and not hasattr(torch, "compile"):
         raise ValueError(f"compile=True needs torch.compile (torch >= 2.0); this is torch "
                          f"{torch.__version__}. Use compile=False.")

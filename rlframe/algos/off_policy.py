@@ -36,7 +36,7 @@ from rlframe.replays.replay_buffer import ReplayBuffer
 from rlframe.replays.sampling import PrioritizedSampling, UniformSampling
 from rlframe.replays.targets import NStepTargets
 from rlframe.utils.buffer import buffer_to
-from rlframe.utils.checks import as_int, check_number, positive_int
+from rlframe.utils.checks import as_int, check_bool, check_number, positive_int
 from rlframe.utils.collections import namedarraytuple
 from rlframe.utils.logging import logger
 
@@ -141,10 +141,7 @@ class OffPolicyAlgorithm(RlAlgorithm):
         self.n_step_return = positive_int("n_step_return", n_step_return)
         self.clip_grad_norm = check_number("clip_grad_norm", clip_grad_norm)
         self.updates_per_sync = positive_int("updates_per_sync", updates_per_sync)
-        if not isinstance(bootstrap_timelimit, bool):
-            raise TypeError(f"bootstrap_timelimit must be True or False, got "
-                            f"{bootstrap_timelimit!r}.")
-        self.bootstrap_timelimit = bootstrap_timelimit
+        self.bootstrap_timelimit = check_bool("bootstrap_timelimit", bootstrap_timelimit)
         if ReplayBufferCls is not None and not isinstance(ReplayBufferCls, type):
             raise TypeError(f"ReplayBufferCls must be a replay buffer class or None, got "
                             f"{ReplayBufferCls!r}.")

@@ -38,6 +38,13 @@ def positive_int(name: str, value: object) -> int:
     return as_int(name, value, minimum=1)
 
 
+def check_bool(name: str, value: object) -> bool:
+    """``value`` if it is a bool, else a TypeError naming ``name``."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}.")
+    return value
+
+
 def check_number(name: str, value: object, low: float = 0., high: float = math.inf,
                  low_open: bool = True) -> float:
     """``value`` as a float in ``(low, high]`` (``[low, high]`` if not ``low_open``)."""

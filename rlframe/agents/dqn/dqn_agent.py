@@ -11,6 +11,7 @@ from rlframe.agents.dqn.epsilon_greedy import EpsilonGreedyAgentMixin
 from rlframe.distributions.epsilon_greedy import EpsilonGreedy
 from rlframe.models.dqn.mlp_models import DqnMlpModel
 from rlframe.models.utils import strip_ddp_state_dict, update_state_dict
+from rlframe.utils.checks import check_bool
 from rlframe.utils.collections import namedarraytuple
 
 if TYPE_CHECKING:
@@ -75,10 +76,7 @@ class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
                          eps_itr_min=eps_itr_min, eps_itr_max=eps_itr_max, eps_eval=eps_eval,
                          ModelCls=ModelCls, model_kwargs=model_kwargs,
                          initial_model_state_dict=initial_model_state_dict)
-        if not isinstance(q_when_exploring, bool):
-            raise TypeError(f"q_when_exploring must be True or False, got "
-                            f"{q_when_exploring!r}.")
-        self.q_when_exploring = q_when_exploring
+        self.q_when_exploring = check_bool("q_when_exploring", q_when_exploring)
         self.target_model: torch.nn.Module | None = None
 
     def check_env_spaces(self, env_spaces: EnvSpaces) -> None:

@@ -1,5 +1,4 @@
-"""Agent info structures of policy-gradient agents, and the check of their
-``deterministic_eval`` keyword."""
+"""Agent info structures of policy-gradient agents."""
 from typing import TYPE_CHECKING
 
 from rlframe.utils.collections import namedarraytuple
@@ -16,11 +15,3 @@ if TYPE_CHECKING:
 else:
     AgentInfo = namedarraytuple("AgentInfo", ["dist_info", "value"])
     AgentInfoRnn = namedarraytuple("AgentInfoRnn", ["dist_info", "value", "prev_rnn_state"])
-
-
-
-def check_deterministic_eval(value: object) -> bool:
-    """``value`` if it is a bool, else a TypeError naming ``deterministic_eval``."""
-    if not isinstance(value, bool):
-        raise TypeError(f"deterministic_eval must be True or False, got {value!r}.")
-    return value

@@ -10,9 +10,10 @@ from rlframe.agents.base import (AgentStep, AlternatingRecurrentAgentMixin, Base
                                  check_probabilities, check_value_output,
                                  rnn_state_batch_first, step_without_grad,
                                  zeros_like_rnn_state)
-from rlframe.agents.pg.base import AgentInfo, AgentInfoRnn, check_deterministic_eval
+from rlframe.agents.pg.base import AgentInfo, AgentInfoRnn
 from rlframe.distributions.categorical import Categorical, DistInfo
 from rlframe.models.pg.mlp_models import CategoricalPgLstmModel, CategoricalPgMlpModel
+from rlframe.utils.checks import check_bool
 
 if TYPE_CHECKING:
     from rlframe.envs.base import EnvSpaces
@@ -37,8 +38,8 @@ class CategoricalPgAgent(BaseAgent):
     ``prev_action`` one-hot encoded and returns ``(pi, value)``:
     pi [*lead, A] probabilities, value [*lead].
     Defaults to :class:`CategoricalPgMlpModel` (vector observations).
-    ``deterministic_eval=True`` evaluates with the most probable action instead of a
-    sample (as in training, and as rlpyt evaluates).
+    ``deterministic_eval=True`` evaluates with the most probable action; by default
+    evaluation samples, as training does and as rlpyt evaluates.
     """
 
     distribution: Categorical
@@ -49,7 +50,7 @@ class CategoricalPgAgent(BaseAgent):
                  deterministic_eval: bool = False):
         super().__init__(ModelCls=ModelCls, model_kwargs=model_kwargs,
                          initial_model_state_dict=initial_model_state_dict)
-        self.deterministic_eval = check_deterministic_eval(deterministic_eval)
+        self.deterministic_eval = check_bool("deterministic_eval", deterministic_eval)
 
     def check_env_spaces(self, env_spaces: EnvSpaces) -> None:
         super().check_env_spaces(env_spaces)

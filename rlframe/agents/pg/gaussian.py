@@ -11,8 +11,9 @@ from rlframe.agents.base import (AgentStep, AlternatingRecurrentAgentMixin, Base
                                  check_value_output,
                                  rnn_state_batch_first, step_without_grad,
                                  zeros_like_rnn_state)
-from rlframe.agents.pg.base import AgentInfo, AgentInfoRnn, check_deterministic_eval
+from rlframe.agents.pg.base import AgentInfo, AgentInfoRnn
 from rlframe.distributions.gaussian import DistInfoStd, Gaussian
+from rlframe.utils.checks import check_bool
 
 if TYPE_CHECKING:
     from rlframe.envs.base import EnvSpaces
@@ -51,7 +52,7 @@ class GaussianPgAgent(BaseAgent):
 
     def __init__(self, *args: Any, deterministic_eval: bool = False, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self.deterministic_eval = check_deterministic_eval(deterministic_eval)
+        self.deterministic_eval = check_bool("deterministic_eval", deterministic_eval)
 
     def check_env_spaces(self, env_spaces: EnvSpaces) -> None:
         super().check_env_spaces(env_spaces)
