@@ -12,9 +12,9 @@ directories at any depth. Runs whose params.json differ only in run_ID and seeds
 one setting; its task is params.json's env_id. For each setting the table gives the
 final score (KEY at the last step every run of the setting reached, or with
 --final-window STEPS its mean over the values logged in the last STEPS steps up to
-there) and the best one (the largest up to there), as the interquartile mean, mean and median over runs, with
-95% stratified bootstrap intervals. With -o DIR it also writes DIR/report.md, the
-same per setting in DIR/report.csv, each run's final and best score, wall time, CPU
+there) and the best one (the largest up to there), as the interquartile mean, mean
+and median over runs, with 95% stratified bootstrap intervals. With -o DIR it also
+writes DIR/report.md, the same per setting in DIR/report.csv, each run's final and best score, wall time, CPU
 and commit in DIR/runs.csv, and DIR/curves.png (IQM over runs against X_KEY, with its
 interval as a band; needs matplotlib). With --suite SUITE, each setting whose folder
 is an entry's label (as `rlframe benchmark` writes them) gets the entry's reference

@@ -203,11 +203,13 @@ def markdown_table(reports: list[SettingReport], key: str = "ReturnAverage",
         lines.append(line)
     name = key.rsplit('/', 1)[-1]
     windows = {r.final_window for r in reports}
-    final = (f"{name} at the last step every run of the setting reached (final)"
-             if windows == {0.} else
-             f"the mean of {name} over the last {format_count(windows.pop())} steps up to "
-             "the last step every run of the setting reached (final)" if len(windows) == 1
-             else f"the mean of {name} over each setting's final window (final)")
+    if windows == {0.}:
+        final = f"{name} at the last step every run of the setting reached (final)"
+    elif len(windows) == 1:
+        final = (f"the mean of {name} over the last {format_count(windows.pop())} steps up "
+                 "to the last step every run of the setting reached (final)")
+    else:
+        final = f"the mean of {name} over each setting's final window (final)"
     notes = [f"Scores: {final} and its largest value up to there (best); IQM: the mean of "
              f"the middle half of the runs; intervals: stratified bootstrap, {ci}."]
     if any(np.isnan(r.final["iqm"].low) for r in reports):
