@@ -1,4 +1,5 @@
 """DDPG, TD3 and SAC: models, agents, losses, time limits, bad input, seeding."""
+import gc
 import math
 import os
 from collections import namedtuple
@@ -8,6 +9,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from rlframe.agents.ddp import unwrap_ddp
 from rlframe.agents.qpg.ddpg_agent import DdpgAgent
 from rlframe.agents.qpg.sac_agent import SacAgent
 from rlframe.agents.qpg.td3_agent import Td3Agent
@@ -438,6 +440,7 @@ def test_optim_state_dict_round_trip_and_safe_load(name, tmp_path):
 def test_data_parallel_wraps_every_trained_net(name):
     dist.init_process_group("gloo", store=master_store(0, world_size=1, timeout_s=30),
                             rank=0, world_size=1)
+    algo = agent = None
     try:
         algo, agent = make_algo(name)
         assert agent.data_parallel() is None  # CPU: no device index.
@@ -453,6 +456,13 @@ def test_data_parallel_wraps_every_trained_net(name):
         assert not any(k.startswith("module.") for v in state.values() for k in v)
         agent.load_state_dict(state)
     finally:
+        # The runners' order: DDP's reducers go while their group exists. Destroying
+        # the group first leaves gloo's threads to end under a destructor that holds
+        # the GIL one of them waits for (a hang, now and then).
+        if agent is not None:
+            unwrap_ddp(agent)
+        algo = agent = None
+        gc.collect()
         dist.destroy_process_group()
 
 
