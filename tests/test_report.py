@@ -165,3 +165,67 @@ def test_two_tasks_pool_only_as_fractions_of_their_references(in_tmp_cwd):
     assert "| 200 at 100 (paper A) | 1.00 |" in table and "| 40 at 100 (B) | 0.50 |" in table
     # Pooled: 0.25 0.5 0.5 0.75 1 1.5; IQM cuts one at each end: mean(0.5, 0.5, 0.75, 1).
     assert "pooled over 2 tasks (each task's runs resampled on their own): iqm 0.6875 [" in table
+
+
+@pytest.fixture
+def baseline(runs):
+    """``base/run_0..2``: a baseline of the same task whose runs end at step 200."""
+    root = runs.parent / "base"
+    for seed, final in enumerate([5., 6., 7.]):
+        write_run(root / f"run_{seed}", dict(env_id="HalfCheetah-v5", seed=seed, run_ID=seed),
+                  [0, 100, 200], [0., final, final])
+    return root
+
+
+def test_compare_reads_both_settings_at_the_steps_both_reached(runs, baseline):
+    from rlframe.utils.report.runs import compare_settings
+    reports = setting_reports([runs, baseline], n_resamples=500)
+    high, low = (r.label for r in reports[:2])
+    assert reports[2].label == "base" and reports[2].steps == 200
+    above, within = compare_settings(reports, [(high, "base"), (low, "base")], n_resamples=2000)
+    # Read at step 200, where every run of `runs` stands at twice its final return.
+    assert above.steps == within.steps == 200
+    assert above.finals == tuple(2 * f for f in FINALS[0.001])
+    assert above.baseline_finals == (5., 6., 7.)
+    # IQMs: mean(40, 60, 80) = 60 and mean(4, 6, 8) = 6 (of 5 runs, one cut at each end);
+    # the baseline's 3 runs are all kept: 6.
+    assert above.final.point == pytest.approx(60.) and within.final.point == pytest.approx(6.)
+    assert above.comparison.difference.point == pytest.approx(54.)
+    assert within.comparison.difference.point == pytest.approx(0.)
+    # Every run of the first ends above every baseline run; the second's 2, 4, 6, 8, 10
+    # against 5, 6, 7: 0 + 0 + 1.5 + 3 + 3 of 15 pairs.
+    assert above.comparison.probability.point == 1.
+    assert within.comparison.probability.point == pytest.approx(0.5)
+    assert (above.baseline_final.low, above.baseline_final.high) == (5., 7.)
+    assert (above.verdict, within.verdict) == ("above", "within")
+
+
+def test_compare_command(runs, baseline, capsys, tmp_path):
+    label = "runs (algo.learning_rate=0.0003)"
+    out = tmp_path / "report"
+    assert main(["report", str(runs), str(baseline), "--compare", label, "base",
+                 "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert f"| {label} | base | HalfCheetah-v5 | 200 | 6 [" in printed
+    assert printed.rstrip().splitlines()[-1].startswith("Wrote ")
+    assert (out / "report.md").read_text() in printed
+    with open(out / "comparisons.csv") as f:
+        row, = csv.DictReader(f)
+    assert (row["setting"], row["baseline"], row["steps"], row["verdict"]) == (
+        label, "base", "200", "within")
+    assert float(row["probability_of_improvement"]) == 0.5
+
+
+@pytest.mark.parametrize("pair, message", [
+    (["nope", "base"], "no setting is named 'nope' among the runs; their settings: 'runs "
+                       "(algo.learning_rate=0.001, env_id=HalfCheetah-v5)', "),
+    (["base", "base"], "setting 'base' is compared with itself"),
+    (["base", "other"], "setting 'base' (HalfCheetah-v5) and its baseline 'other' "
+                        "(Hopper-v5) are of different tasks"),
+])
+def test_compare_bad_input(runs, baseline, capsys, pair, message):
+    write_run(runs.parent / "other" / "run_0", dict(env_id="Hopper-v5", seed=0, run_ID=0),
+              [0, 100], [0., 1.])
+    assert main(["report", str(runs), str(baseline), str(runs.parent / "other"),
+                 "--compare", *pair]) == 2
+    assert message in capsys.readouterr().err

@@ -6,8 +6,9 @@ import pytest
 
 pytest.importorskip("scipy")
 
-from rlframe.utils.report import (Estimate, aggregate, interval_estimate, iqm,  # noqa: E402
-                                  performance_profile)
+from rlframe.utils.report import (Estimate, aggregate, compare,  # noqa: E402
+                                  interval_estimate, iqm, performance_profile,
+                                  probability_of_improvement)
 
 # Two tasks x 5 runs (seeds).
 SCORES = {"a": [1., 2., 3., 4., 100.], "b": [10., 20., 30., 40., 50.]}
@@ -85,3 +86,44 @@ def test_performance_profile():
 def test_bad_input_names_what_is_wrong(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_comparison_of_two_groups_by_hand():
+    x, y = SCORES["a"], SCORES["b"]
+    result = compare(x, y, "iqm", n_resamples=20000, seed=0)
+    # IQM of 5 runs: the middle 3. a: mean(2, 3, 4) = 3; b: mean(20, 30, 40) = 30.
+    assert result.difference.point == pytest.approx(3. - 30.)
+    # Only a's 100 ends above b's runs (all 5 of them): 5 of 25 pairs.
+    assert result.probability.point == pytest.approx(5 / 25)
+    assert probability_of_improvement(np.array([1., 2.]), np.array([2., 0.])) == 0.625
+    # By hand: x and y resampled each on its own, the statistic of each resample.
+    rng = np.random.default_rng(1)
+    differences, probabilities = [], []
+    for _ in range(20000):
+        rx, ry = np.sort(rng.choice(x, 5)), np.sort(rng.choice(y, 5))
+        differences.append(rx[1:4].mean() - ry[1:4].mean())
+        probabilities.append(np.mean([(i > j) + 0.5 * (i == j) for i in rx for j in ry]))
+    for estimate, values in ((result.difference, differences),
+                             (result.probability, probabilities)):
+        # Resampled values take few distinct values: each bound must be one the hand-made
+        # distribution has within a percentile point of 2.5% and 97.5%.
+        low_range = np.percentile(values, [1.5, 3.5])
+        high_range = np.percentile(values, [96.5, 98.5])
+        assert low_range[0] - 1e-9 <= estimate.low <= low_range[1] + 1e-9
+        assert high_range[0] - 1e-9 <= estimate.high <= high_range[1] + 1e-9
+
+
+def test_comparison_degenerate_cases():
+    one = compare([5.], [1., 2.], "mean")
+    assert one.difference.point == 3.5 and one.probability.point == 1.
+    assert math.isnan(one.difference.low) and math.isnan(one.probability.high)
+    constant = compare([3., 3.], [1., 1.], "median")
+    assert constant.difference == Estimate(2., 2., 2.)
+    assert constant.probability == Estimate(1., 1., 1.)
+    same = compare([1., 2., 3.], [1., 2., 3.])
+    assert same.difference.point == 0. and same.probability.point == 0.5
+    assert same.difference.low < 0 < same.difference.high
+    with pytest.raises(ValueError, match="task 'y' has no scores"):
+        compare([1.], [])
+    with pytest.raises(ValueError, match="statistic must be one of"):
+        compare([1.], [2.], "max")

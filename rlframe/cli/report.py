@@ -14,12 +14,18 @@ final score (KEY at the last step every run of the setting reached, or with
 --final-window STEPS its mean over the values logged in the last STEPS steps up to
 there) and the best one (the largest up to there), as the interquartile mean, mean
 and median over runs, with 95% stratified bootstrap intervals. With -o DIR it also
-writes DIR/report.md, the same per setting in DIR/report.csv, each run's final and best score, wall time, CPU
-and commit in DIR/runs.csv, and DIR/curves.png (IQM over runs against X_KEY, with its
-interval as a band; needs matplotlib). With --suite SUITE, each setting whose folder
-is an entry's label (as `rlframe benchmark` writes them) gets the entry's reference
-score and its final IQM as a fraction of it; the fractions of several tasks are pooled
-(IQM, mean, median with intervals) and drawn as a performance profile (DIR/profile.png).
+writes DIR/report.md, the same per setting in DIR/report.csv, each run's final and
+best score, wall time, CPU and commit in DIR/runs.csv, and DIR/curves.png (IQM over
+runs against X_KEY, with its interval as a band; needs matplotlib). With --suite
+SUITE, each setting whose folder is an entry's label (as `rlframe benchmark` writes
+them) gets the entry's reference score and its final IQM as a fraction of it; the
+fractions of several tasks are pooled (IQM, mean, median with intervals) and drawn as
+a performance profile (DIR/profile.png).
+With --compare SETTING BASELINE (repeatable; labels as the table names the settings),
+the two settings of one task are read at the steps both reached: each one's final IQM,
+their difference and the probability that a run of SETTING ends above a run of
+BASELINE, with intervals, and whether SETTING's IQM is above, within or below
+BASELINE's interval (also in DIR/comparisons.csv).
 
 examples:
   rlframe report runs/ppo_HalfCheetah-v5
@@ -27,6 +33,8 @@ examples:
   rlframe report results/mujoco --suite benchmarks/suite/mujoco_1m.json -o results/mujoco
   rlframe report runs --key "Diagnostics/CumTime (s)" --confidence 0.9
   rlframe report results/mujoco --final-window 100000
+  rlframe report runs/sac_Hopper-v5 runs_sb3/sac_Hopper-v5_sb3 \\
+      --compare sac_Hopper-v5 sac_Hopper-v5_sb3
 """
 
 
@@ -54,6 +62,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         help="final score: the mean of each run's values logged in the last "
                              "STEPS steps up to the shared end (default: 0, the value at "
                              "the end alone)")
+    parser.add_argument("--compare", nargs=2, action="append", default=[],
+                        metavar=("SETTING", "BASELINE"),
+                        help="compare SETTING with BASELINE (setting labels, as in the "
+                             "table) at the steps both reached; repeatable")
     parser.add_argument("--confidence", type=float, default=0.95,
                         help="confidence level of the intervals (default: 0.95)")
     parser.add_argument("--resamples", type=int, default=2000,
@@ -78,8 +90,10 @@ def run(args: argparse.Namespace) -> int:
     references = _references(args.suite)
     try:
         from rlframe.utils.plotting import PlotError
-        from rlframe.utils.report.records import run_rows, setting_rows, write_csv
-        from rlframe.utils.report.runs import (iqm_curves, markdown_table, normalized_scores,
+        from rlframe.utils.report.records import (comparison_rows, run_rows, setting_rows,
+                                                  write_csv)
+        from rlframe.utils.report.runs import (compare_settings, comparison_table, iqm_curves,
+                                               markdown_table, normalized_scores,
                                                plot_iqm_curves, plot_performance_profile,
                                                setting_reports)
     except ImportError as e:
@@ -89,6 +103,10 @@ def run(args: argparse.Namespace) -> int:
         reports = setting_reports(args.run_dirs, args.key, args.x_key, args.confidence,
                                   args.resamples, args.seed, args.final_window)
         table = markdown_table(reports, args.key, args.confidence, references)
+        comparisons = compare_settings(reports, args.compare, args.confidence,
+                                       args.resamples, args.seed)
+        if comparisons:
+            table += "\n" + comparison_table(comparisons, args.confidence)
         print(table, end="")
         if args.out is not None:
             os.makedirs(args.out, exist_ok=True)
@@ -98,6 +116,9 @@ def run(args: argparse.Namespace) -> int:
                        write_csv(setting_rows(reports, references),
                                  os.path.join(args.out, "report.csv")),
                        write_csv(run_rows(reports), os.path.join(args.out, "runs.csv"))]
+            if comparisons:
+                written.append(write_csv(comparison_rows(comparisons),
+                                         os.path.join(args.out, "comparisons.csv")))
             curves = iqm_curves(reports, confidence=args.confidence, seed=args.seed)
             written.append(plot_iqm_curves(curves, os.path.join(args.out, "curves.png"),
                                            args.key, args.x_key))

@@ -9,7 +9,7 @@ import os
 
 import numpy as np
 
-from rlframe.utils.report.runs import Reference, SettingReport
+from rlframe.utils.report.runs import Reference, SettingComparison, SettingReport
 from rlframe.utils.report.stats import STATISTICS
 from rlframe.utils.system import SYSTEM_FILE
 
@@ -51,6 +51,23 @@ def run_rows(reports: list[SettingReport]) -> list[dict]:
             rows.append(dict(setting=r.label, task=r.task, run_dir=run_dir,
                              seed=_seed(run_dir), steps=int(x[-1]), final=final, best=best,
                              wall_s=wall_s, **_system(run_dir)))
+    return rows
+
+
+def comparison_rows(comparisons: list[SettingComparison]) -> list[dict]:
+    """One dict per compared pair: the two labels, task and steps; each one's final IQM
+    with its interval bounds; the IQM difference and the probability of improvement
+    with theirs; and the verdict (the setting's IQM against the baseline's interval)."""
+    rows = []
+    for c in comparisons:
+        row = dict(setting=c.label, baseline=c.baseline, task=c.task, steps=int(c.steps),
+                   runs=len(c.finals), baseline_runs=len(c.baseline_finals))
+        for name, e in (("final_iqm", c.final), ("baseline_final_iqm", c.baseline_final),
+                        ("iqm_difference", c.comparison.difference),
+                        ("probability_of_improvement", c.comparison.probability)):
+            row.update({name: e.point, f"{name}_low": e.low, f"{name}_high": e.high})
+        row["verdict"] = c.verdict
+        rows.append(row)
     return rows
 
 

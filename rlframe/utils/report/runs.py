@@ -29,7 +29,8 @@ import numpy as np
 
 from rlframe.utils.plotting import (PlotError, columns_xy, find_run_dirs, format_count,
                                     group_runs, load_progress)
-from rlframe.utils.report.stats import STATISTICS, Estimate, interval_estimate
+from rlframe.utils.report.stats import (STATISTICS, Comparison, Estimate, compare,
+                                        interval_estimate)
 
 UNKNOWN_TASK = "(no env_id)"
 
@@ -230,6 +231,102 @@ def markdown_table(reports: list[SettingReport], key: str = "ReturnAverage",
                  "fractions of reference scores (give the suite with references: "
                  "`rlframe report ... --suite SUITE`).\n")
     return text
+
+
+@dataclasses.dataclass(frozen=True)
+class SettingComparison:
+    """A setting against a baseline setting of the same task, at the steps both reached.
+
+    Attributes:
+        label, baseline: the two settings' labels.
+        task: their task.
+        steps: where both are read: the smaller of the two settings' shared ends
+            (each run's final value there, over the settings' final window).
+        finals, baseline_finals: [runs] each run's final value there.
+        final, baseline_final: the final IQM of each, with its interval.
+        comparison: IQM difference (setting - baseline) and the probability that a run
+            of the setting ends above a run of the baseline, with intervals.
+    """
+    label: str
+    baseline: str
+    task: str
+    steps: float
+    finals: tuple[float, ...]
+    baseline_finals: tuple[float, ...]
+    final: Estimate
+    baseline_final: Estimate
+    comparison: Comparison
+
+    @property
+    def verdict(self) -> str:
+        """Where the setting's final IQM lies against the baseline's interval:
+        ``"above"``, ``"within"``, ``"below"``, or ``"no interval"`` (a baseline of one
+        run)."""
+        low, high = self.baseline_final.low, self.baseline_final.high
+        if np.isnan(low):
+            return "no interval"
+        point = self.final.point
+        return "above" if point > high else "below" if point < low else "within"
+
+
+def compare_settings(reports: list[SettingReport], pairs: Iterable[tuple[str, str]],
+                     confidence: float = 0.95, n_resamples: int = 2000,
+                     seed: int | None = 0) -> list[SettingComparison]:
+    """Each ``(label, baseline)`` pair of settings compared at the steps both reached.
+
+    Args:
+        reports: from :func:`setting_reports` (their runs' rows are read again at the
+            shared budget, with the reports' final window).
+        pairs: ``(setting label, baseline label)``, labels as the reports name them.
+        confidence, n_resamples, seed: of the bootstrap intervals.
+
+    Raises:
+        PlotError: a label no report has (the labels there are listed), a setting
+            paired with itself, settings of different tasks, or a run with no value in
+            the final window at the shared budget.
+    """
+    by_label = {r.label: r for r in reports}
+    comparisons = []
+    for label, baseline in pairs:
+        for name in (label, baseline):
+            if name not in by_label:
+                raise PlotError(f"no setting is named {name!r} among the runs; their "
+                                f"settings: {', '.join(repr(k) for k in by_label)}")
+        if label == baseline:
+            raise PlotError(f"setting {label!r} is compared with itself: name another "
+                            "setting as its baseline")
+        setting, base = by_label[label], by_label[baseline]
+        if setting.task != base.task:
+            raise PlotError(f"setting {label!r} ({setting.task}) and its baseline "
+                            f"{baseline!r} ({base.task}) are of different tasks: compare "
+                            "settings of one task")
+        end = min(setting.steps, base.steps)
+        finals = [tuple(_final(x, y, end, r.final_window, run, "steps")
+                        for run, (x, y) in zip(r.run_dirs, r.xy)) for r in (setting, base)]
+        estimates = [interval_estimate({r.task: f}, "iqm", confidence, n_resamples, seed)
+                     for r, f in zip((setting, base), finals)]
+        comparisons.append(SettingComparison(
+            label, baseline, setting.task, float(end), finals[0], finals[1], estimates[0],
+            estimates[1], compare(finals[0], finals[1], "iqm", confidence, n_resamples,
+                                  seed)))
+    return comparisons
+
+
+def comparison_table(comparisons: list[SettingComparison], confidence: float = 0.95) -> str:
+    """The comparisons as a Markdown table with a note on how to read it."""
+    ci = f"{confidence:.0%} CI"
+    lines = [f"| setting | baseline | task | steps | final IQM [{ci}] | baseline's final IQM "
+             f"[{ci}] | IQM difference [{ci}] | P(setting > baseline) [{ci}] | setting's "
+             "IQM against the baseline's CI |", "|" + "---|" * 9]
+    for c in comparisons:
+        lines.append(f"| {c.label} | {c.baseline} | {c.task} | {format_count(c.steps)} "
+                     f"| {_cell(c.final)} | {_cell(c.baseline_final)} "
+                     f"| {_cell(c.comparison.difference)} | {_cell(c.comparison.probability)} "
+                     f"| {c.verdict} |")
+    return ("\n".join(lines) + "\n\nEach pair is read at the steps both settings reached. "
+            "P(setting > baseline): the chance that a run of the setting ends above a run of "
+            "the baseline (ties count half; 0.5: neither more often). Intervals: each "
+            "setting's runs resampled on their own.\n")
 
 
 def normalized_scores(reports: list[SettingReport],

@@ -5,7 +5,10 @@ Statistical Precipice" (NeurIPS 2021): point estimates over all runs of all task
 (mean, median, interquartile mean), 95% confidence intervals from a *stratified*
 bootstrap (the runs of each task are resampled with replacement, each task on its own,
 so every resample keeps every task's number of runs), and performance profiles (the
-fraction of runs scoring above each threshold).
+fraction of runs scoring above each threshold). Two groups of runs of one task (a setting
+against a baseline) are compared by the difference of their aggregates and by the
+probability of improvement (the chance that a run of one ends above a run of the other),
+each with an interval from resampling both groups.
 
 Scores come as ``{task: scores of its runs}``. The aggregates pool the runs of all
 tasks, so a task with more runs weighs more; give every task the same number of runs
@@ -130,14 +133,78 @@ def performance_profile(scores_by_task: ScoresByTask, thresholds: Sequence[float
     return fraction, low, high
 
 
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """One sample of runs against another (e.g. a framework against a baseline).
+
+    Attributes:
+        difference: ``statistic(x) - statistic(y)`` with its interval.
+        probability: the probability of improvement ``P(X > Y)``, a run of ``x`` against
+            a run of ``y`` (ties count half; 0.5: neither ends above the other more
+            often), with its interval.
+    """
+
+    difference: Estimate
+    probability: Estimate
+
+
+def probability_of_improvement(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``P(X > Y) + P(X = Y) / 2`` over all pairs of a run of ``x`` [..., n] and a run
+    of ``y`` [..., m] (the Mann-Whitney U statistic over ``n * m``); leading dimensions
+    are batch dimensions."""
+    x, y = np.asarray(x)[..., :, None], np.asarray(y)[..., None, :]
+    return ((x > y) + 0.5 * (x == y)).mean(axis=(-2, -1))
+
+
+def compare(x: Sequence[float], y: Sequence[float], statistic: str = "iqm",
+            confidence: float = 0.95, n_resamples: int = 2000,
+            seed: int | None = 0) -> Comparison:
+    """Runs ``x`` against runs ``y`` of the same task: the difference of ``statistic``
+    and the probability of improvement, each with a bootstrap interval in which ``x``
+    and ``y`` are resampled each on its own (two independent groups of runs).
+
+    Returns:
+        :class:`Comparison`; its intervals are NaN where ``x`` or ``y`` has a single run.
+    """
+    fn = _statistic(statistic)
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}.")
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 1:
+        raise ValueError(f"n_resamples must be a positive int, got {n_resamples!r}.")
+    x, y = _checked({"x": x, "y": y})
+    difference = float(fn(x) - fn(y))
+    probability = float(probability_of_improvement(x, y))
+    if min(len(x), len(y)) < 2:
+        return Comparison(Estimate(difference, math.nan, math.nan),
+                          Estimate(probability, math.nan, math.nan))
+    def resampled_difference(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
+        return fn(a, axis=axis) - fn(b, axis=axis)
+
+    def resampled_probability(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
+        return probability_of_improvement(a, b)  # The runs are on the last axis.
+
+    bounds = [_bootstrap_samples((x, y), f, confidence, n_resamples, seed)
+              for f in (resampled_difference, resampled_probability)]
+    return Comparison(Estimate(difference, *map(float, bounds[0])),
+                      Estimate(probability, *map(float, bounds[1])))
+
+
 def _bootstrap(samples: list[np.ndarray], pooled_statistic: Callable[[np.ndarray], np.ndarray],
                confidence: float, n_resamples: int, seed: int | None) -> tuple[float, float]:
     """Percentile interval of ``pooled_statistic`` over the tasks' samples resampled
     each on its own (scipy's multi-sample, unpaired bootstrap)."""
-    from scipy.stats import bootstrap
-
     def statistic(*resampled: np.ndarray, axis: int = -1) -> np.ndarray:
         return pooled_statistic(np.concatenate(resampled, axis=axis))
+
+    return _bootstrap_samples(samples, statistic, confidence, n_resamples, seed)
+
+
+def _bootstrap_samples(samples: Sequence[np.ndarray], statistic: Callable[..., np.ndarray],
+                       confidence: float, n_resamples: int, seed: int | None
+                       ) -> tuple[float, float]:
+    """Percentile interval of ``statistic(*samples, axis=-1)`` (runs on the last axis,
+    resamples on the leading ones), each sample resampled on its own."""
+    from scipy.stats import bootstrap
 
     if all(np.ptp(s) == 0 for s in samples):  # Every resample gives the same value.
         value = float(statistic(*samples))
