@@ -64,6 +64,8 @@ and 1,000 with updates); window: ``steps`` env steps and as many updates.
   ``fused=True``, as rlframe builds its Adams); the policy's loss does not
   backpropagate into the critics' weights; targets blended with ``torch._foreach_lerp_``.
   Uniform random actions before learning starts, the policy's samples after.
+* ``ceiling_2threads``: the same with 2 torch threads (the bound for the set-ups that
+  use both cores).
 
 Where the SAC mapping is not exact:
 
@@ -522,10 +524,11 @@ class PlainSac:
             torch._foreach_lerp_(self.target_params, self.q_params, SAC_TAU)
 
 
-def ceiling_sac(seed: int, window: int) -> tuple[Window, str]:
+def ceiling_sac(seed: int, window: int, threads: int = 1) -> tuple[Window, str]:
     import gymnasium as gym
     import torch
 
+    torch.set_num_threads(threads)
     torch.manual_seed(seed)
     env = gym.make(ENV_ID)
     env.action_space.seed(seed)
@@ -547,7 +550,8 @@ def ceiling_sac(seed: int, window: int) -> tuple[Window, str]:
     clock.close()
     env.close()
     setup = ("bare gymnasium env; numpy replay 1e6 (next obs stored); plain-torch SAC "
-             "pi/q1/q2 [256, 256] ReLU, fused Adam, 1 update of 256 per step")
+             "pi/q1/q2 [256, 256] ReLU, fused Adam, 1 update of 256 per step; "
+             f"{threads} torch thread(s)")
     return clock, setup
 
 
@@ -713,6 +717,7 @@ RUNS: dict[tuple[str, str], Callable[[int, int], tuple[Window, str]]] = {
     ("sb3", "mujoco_sac"): sb3_sac,
     ("sb3_2threads", "mujoco_sac"): functools.partial(sb3_sac, threads=2),
     ("ceiling", "mujoco_sac"): ceiling_sac,
+    ("ceiling_2threads", "mujoco_sac"): functools.partial(ceiling_sac, threads=2),
     ("rlframe", "mujoco_ppo"): rlframe_ppo,
     ("sb3", "mujoco_ppo"): sb3_ppo,
     ("sb3_2threads", "mujoco_ppo"): functools.partial(sb3_ppo, threads=2),
