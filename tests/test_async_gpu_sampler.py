@@ -269,10 +269,13 @@ def test_async_rl_eval_trains_with_the_optimizer_parameters(in_tmp_cwd, servers)
                                    eval_max_steps=2000, eval_max_trajectories=8)
     sampler.record_path = str(in_tmp_cwd / "digests.txt")
     published = PublishedDigests()
+    # The sampler waits when 1,024 steps ahead of the optimizer: on a loaded machine an
+    # optimizer process slow to start would otherwise see the run end before it trains.
     runner = AsyncRlEval(algo=cartpole_dqn(min_steps_learn=512, replay_ratio=8),
                          agent=cartpole_agent(), sampler=sampler, n_steps=8192,
                          affinity=async_affinity(SERVERS if servers else None), seed=0,
-                         log_interval_steps=4096, callbacks=[published])
+                         log_interval_steps=4096, callbacks=[published],
+                         sampler_lead_steps=1024)
     with logger_context("gpu", 0, "gpu", {}, snapshot_mode="last"):
         runner.train()
     assert runner.algo.update_counter > 0
