@@ -162,9 +162,11 @@ def test_cpu_optimizer_parameters_reach_the_sampler(in_tmp_cwd):
     sampler.record_path = str(in_tmp_cwd / "sampler_digests.txt")
     published = PublishedDigests()
     agent = cartpole_agent()
+    # A lead limit: on a loaded machine the optimizer process may start late, and the
+    # sampler must not finish the run before it trains.
     runner = AsyncRl(algo=cartpole_dqn(min_steps_learn=512, replay_ratio=8), agent=agent,
                      sampler=sampler, n_steps=16384, affinity=make_affinity(**AFFINITY), seed=0,
-                     log_interval_steps=4096, callbacks=[published])
+                     log_interval_steps=4096, callbacks=[published], sampler_lead_steps=2048)
     with logger_context("params", 0, "params", {}, snapshot_mode="none"):
         runner.train()
     assert agent.model is not agent.shared_model
