@@ -7,9 +7,9 @@ together, as in normal training) and stops right after the window. It returns
 its wall-clock seconds, this process's CPU seconds over it (``time.process_time``), the
 env steps trained before it, and a one-line description of what ran. Each call belongs
 in a fresh process (the benchmark driver makes one per call). Every run uses the CPU and
-one torch thread (``torch.set_num_threads(1)``) unless its name says 2 threads; this module imports torch,
-gymnasium, stable_baselines3 and rlframe only inside the functions that need them, so
-importing it is cheap.
+one torch thread (``torch.set_num_threads(1)``) unless its name says 2 threads; this
+module imports torch, gymnasium, stable_baselines3 and rlframe only inside the functions
+that need them, so importing it is cheap.
 
 The window opens at the end of the iteration that completes the warm-up (after its
 updates) and closes at the end of the last iteration (after its updates), in all three

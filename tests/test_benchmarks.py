@@ -124,3 +124,24 @@ def test_vs_sb3_without_sb3_says_how_to_install(script, tmp_path):
     assert "pip install stable-baselines3" in result.stderr
     assert "not a dependency" in result.stderr
     assert "hidden by the test" in result.stderr
+
+
+def test_scale_summary_reads_each_row_against_its_ceiling(monkeypatch):
+    """Ratios of the scale comparison: rows against SB3 with 1 and 2 threads; the rows on
+    two threads against the two-thread ceiling where it ran, the others against the
+    one-thread ceiling."""
+    monkeypatch.syspath_prepend(BENCHMARKS)
+    from vs_sb3_scale import summary
+    seconds = dict(rlframe=120., rlframe_2threads=90., sb3=150., sb3_2threads=100.,
+                   ceiling=100., ceiling_2threads=80.)
+    runs = {name: [dict(steps=10_000, seconds=s, peak_rss_mib=1.)]
+            for name, s in seconds.items()}
+    table = summary("mujoco_sac", runs)
+    assert table["rlframe_2threads"]["vs_sb3"] == pytest.approx(90 / 150)
+    assert table["rlframe_2threads"]["vs_sb3_2threads"] == pytest.approx(90 / 100)
+    assert table["rlframe_2threads"]["of_ceiling"] == pytest.approx(80 / 90)
+    assert table["sb3_2threads"]["of_ceiling"] == pytest.approx(80 / 100)
+    assert table["rlframe"]["of_ceiling"] == pytest.approx(100 / 120)
+    assert "of_ceiling" not in table["ceiling"] and "of_ceiling" not in table["ceiling_2threads"]
+    del runs["ceiling_2threads"]  # Without it, every row is read against the one-thread one.
+    assert summary("mujoco_sac", runs)["rlframe_2threads"]["of_ceiling"] == pytest.approx(100 / 90)
