@@ -265,8 +265,11 @@ class SettingComparison:
         low, high = self.baseline_final.low, self.baseline_final.high
         if np.isnan(low):
             return "no interval"
-        point = self.final.point
-        return "above" if point > high else "below" if point < low else "within"
+        if self.final.point > high:
+            return "above"
+        if self.final.point < low:
+            return "below"
+        return "within"
 
 
 def compare_settings(reports: list[SettingReport], pairs: Iterable[tuple[str, str]],

@@ -56,6 +56,15 @@ def _statistic(name: str) -> Callable[..., np.ndarray]:
     return {"mean": np.mean, "median": np.median, "iqm": iqm}[name]
 
 
+def _check_bootstrap(confidence: float, n_resamples: int) -> None:
+    """A ValueError naming ``confidence`` or ``n_resamples`` unless they are in (0, 1)
+    and a positive int."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}.")
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 1:
+        raise ValueError(f"n_resamples must be a positive int, got {n_resamples!r}.")
+
+
 def _checked(scores_by_task: ScoresByTask) -> list[np.ndarray]:
     """The tasks' scores as 1-D float arrays; a ValueError for none, an empty task or a
     non-finite score, naming the task."""
@@ -95,10 +104,7 @@ def interval_estimate(scores_by_task: ScoresByTask, statistic: str = "iqm",
         cannot be resampled into a spread).
     """
     fn = _statistic(statistic)
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}.")
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 1:
-        raise ValueError(f"n_resamples must be a positive int, got {n_resamples!r}.")
+    _check_bootstrap(confidence, n_resamples)
     samples = _checked(scores_by_task)
     point = float(fn(np.concatenate(samples)))
     if min(len(s) for s in samples) < 2:
@@ -167,10 +173,7 @@ def compare(x: Sequence[float], y: Sequence[float], statistic: str = "iqm",
         :class:`Comparison`; its intervals are NaN where ``x`` or ``y`` has a single run.
     """
     fn = _statistic(statistic)
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}.")
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 1:
-        raise ValueError(f"n_resamples must be a positive int, got {n_resamples!r}.")
+    _check_bootstrap(confidence, n_resamples)
     x, y = _checked({"x": x, "y": y})
     difference = float(fn(x) - fn(y))
     probability = float(probability_of_improvement(x, y))
