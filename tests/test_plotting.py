@@ -10,7 +10,8 @@ import pytest
 
 from rlframe.cli import COMMANDS, main
 from rlframe.utils.plotting import (PlotError, find_run_dirs, format_count, group_runs,
-                                    learning_curves, load_progress, plot_runs, resolve_key)
+                                    learning_curves, load_progress, plot_runs, resolve_key,
+                                    unlogged_runs)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HEADER = ["Diagnostics/Iteration", "Diagnostics/CumSteps", "ReturnAverage", "ReturnStd"]
@@ -124,18 +125,28 @@ def test_an_unknown_key_suggests_the_close_name_and_lists_the_columns(sweep):
         learning_curves([str(sweep)], key="ReturnAvg")
 
 
-def test_a_run_directory_without_progress_csv_is_an_error(sweep):
+def test_a_run_that_has_logged_nothing_yet_is_left_out(sweep, capsys):
+    """A run still starting (no progress.csv, or no numeric row) is left out of the curves
+    and named by ``rlframe plot``; with no run left, the error names each run and why."""
     os.remove(sweep / "run_3" / "progress.csv")
-    with pytest.raises(FileNotFoundError, match="no progress.csv in .*run_3"):
-        learning_curves([str(sweep)])
+    curves = learning_curves([str(sweep)])
+    assert [[os.path.basename(r) for r in c.run_dirs] for c in curves] == [
+        ["run_0", "run_1"], ["run_2"]]
+    assert unlogged_runs([str(sweep)]) == [(str(sweep / "run_3"), "no progress.csv yet")]
+    assert main(["plot", str(sweep), "-o", "curves.png"]) == 0
+    assert f"Left out, nothing logged yet: {sweep / 'run_3'} (no progress.csv yet)." in (
+        capsys.readouterr().out)
+    with pytest.raises(PlotError, match=r"no run has logged a value yet: .*run_3 \(no "
+                                        r"progress.csv yet\)"):
+        learning_curves([str(sweep / "run_3")])
     os.mkdir(sweep.parent / "empty")
     with pytest.raises(FileNotFoundError, match="empty holds no progress.csv and no run_"):
         find_run_dirs(["empty"])
 
 
-def test_a_run_without_numeric_rows_is_an_error(in_tmp_cwd):
+def test_a_run_without_numeric_rows_is_left_out(in_tmp_cwd):
     write_run(in_tmp_cwd / "exp" / "run_0", {}, [0, 100], ["nan", "nan"])
-    with pytest.raises(PlotError, match="no row where both 'CumSteps' and 'ReturnAverage'"):
+    with pytest.raises(PlotError, match="exp/run_0 \\(no ReturnAverage logged yet\\)"):
         learning_curves([str(in_tmp_cwd / "exp")])
 
 

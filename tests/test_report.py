@@ -145,6 +145,35 @@ def test_missing_directory(in_tmp_cwd, capsys):
     assert "no such directory: nowhere" in capsys.readouterr().err
 
 
+def test_runs_that_logged_nothing_yet_are_left_out_and_named(runs, capsys):
+    """A suite reported on while it runs: a run without progress.csv, one whose file is
+    empty and one with a header but no row yet are left out of the table, not an error."""
+    from rlframe.utils.plotting import unlogged_runs
+    header = "Diagnostics/CumSteps,ReturnAverage\n"
+    waiting = {"run_10": None, "run_11": "", "run_12": header}
+    for name, text in waiting.items():
+        (runs / name).mkdir()
+        (runs / name / "params.json").write_text(json.dumps(params(0.001, 9, 9)))
+        if text is not None:
+            (runs / name / "progress.csv").write_text(text)
+    assert [(os.path.basename(r), why) for r, why in unlogged_runs([runs])] == [
+        ("run_10", "no progress.csv yet"), ("run_11", "progress.csv is empty"),
+        ("run_12", "no ReturnAverage logged yet")]
+    reports = setting_reports([runs])
+    assert [len(r.run_dirs) for r in reports] == [5, 5]
+    assert reports[0].finals == tuple(FINALS[0.001])
+    assert main(["report", str(runs)]) == 0
+    out = capsys.readouterr().out
+    assert "| runs (algo.learning_rate=0.001) | HalfCheetah-v5 | 5 | 300 |" in out
+    assert (f"Left out, nothing logged yet: {runs / 'run_10'} (no progress.csv yet); "
+            f"{runs / 'run_11'} (progress.csv is empty);") in out
+    # Nothing logged anywhere: an error naming the runs; an unknown key stays an error.
+    with pytest.raises(PlotError, match="no run has logged a value yet: .*run_10 "):
+        setting_reports([runs / name for name in waiting])
+    with pytest.raises(PlotError, match="unknown key 'Retrun'"):
+        unlogged_runs([runs / "run_12"], key="Retrun")
+
+
 def test_two_tasks_pool_only_as_fractions_of_their_references(in_tmp_cwd):
     """Without references, scores of two tasks stay apart (and the table says why); with
     them, each run's final score over its reference is pooled over the tasks."""

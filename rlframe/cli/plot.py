@@ -43,7 +43,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def run(args: argparse.Namespace) -> int:
     """Write the plot and print its path; user errors become ``CommandError``."""
-    from rlframe.utils.plotting import PlotError, plot_runs
+    from rlframe.utils.plotting import PlotError, plot_runs, unlogged_runs
 
     for run_dir in args.run_dirs:
         if os.path.exists(run_dir) and not os.path.isdir(run_dir):
@@ -52,7 +52,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         path = plot_runs(args.run_dirs, args.out, key=args.key, x_key=args.x_key,
                          title=args.title)
+        waiting = unlogged_runs(args.run_dirs, args.key, args.x_key)
     except (PlotError, OSError, ImportError) as e:  # OSError: paths, permissions
         raise CommandError(e) from e
+    if waiting:
+        print("Left out, nothing logged yet: " + "; ".join(
+            f"{run} ({why})" for run, why in waiting) + ".")
     print(path)
     return 0

@@ -26,6 +26,8 @@ the two settings of one task are read at the steps both reached: each one's fina
 their difference and the probability that a run of SETTING ends above a run of
 BASELINE, with intervals, and whether SETTING's IQM is above, within or below
 BASELINE's interval (also in DIR/comparisons.csv).
+Runs that have logged no KEY yet (a suite still running) are left out, and named
+below the table.
 
 examples:
   rlframe report runs/ppo_HalfCheetah-v5
@@ -89,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
                            "curves.png")
     references = _references(args.suite)
     try:
-        from rlframe.utils.plotting import PlotError
+        from rlframe.utils.plotting import PlotError, unlogged_runs
         from rlframe.utils.report.records import (comparison_rows, run_rows, setting_rows,
                                                   write_csv)
         from rlframe.utils.report.runs import (compare_settings, comparison_table, iqm_curves,
@@ -107,6 +109,10 @@ def run(args: argparse.Namespace) -> int:
                                        args.resamples, args.seed)
         if comparisons:
             table += "\n" + comparison_table(comparisons, args.confidence)
+        waiting = unlogged_runs(args.run_dirs, args.key, args.x_key)
+        if waiting:
+            table += ("\nLeft out, nothing logged yet: " + "; ".join(
+                f"{run} ({why})" for run, why in waiting) + ".\n")
         print(table, end="")
         if args.out is not None:
             os.makedirs(args.out, exist_ok=True)

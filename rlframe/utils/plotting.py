@@ -216,21 +216,61 @@ def _label(experiment: str, flat: dict[str, Any], differing: list[str]) -> str:
     return f"{experiment} ({', '.join(parts)})" if parts else experiment
 
 
+def unlogged_runs(paths: Iterable[str], key: str = "ReturnAverage",
+                  x_key: str = "CumSteps") -> list[tuple[str, str]]:
+    """The runs under ``paths`` that have logged no ``key`` yet (a run just started, or
+    resumed and not yet at its next log point), which :func:`learning_curves` and
+    ``rlframe report`` leave out, each with why: ``(run_dir, reason)``.
+
+    Raises:
+        PlotError: a progress.csv with rows but no ``key`` or ``x_key`` column.
+    """
+    return split_logged(find_run_dirs(paths), key, x_key)[1]
+
+
+def split_logged(run_dirs: list[str], key: str, x_key: str
+                 ) -> tuple[dict[str, dict[str, np.ndarray]], list[tuple[str, str]]]:
+    """``run_dirs`` parted into those with at least one row of ``x_key`` and ``key``
+    (their progress.csv columns, each file read once) and the others with why."""
+    logged, unlogged = {}, []
+    for run in run_dirs:
+        path = os.path.join(run, "progress.csv")
+        if not os.path.isfile(path):
+            unlogged.append((run, "no progress.csv yet"))
+            continue
+        try:
+            columns = load_progress(run)
+        except PlotError:  # Created, its header not yet written.
+            unlogged.append((run, "progress.csv is empty"))
+            continue
+        x, y = (columns[resolve_key(columns, k, path)] for k in (x_key, key))
+        if not (np.isfinite(x) & np.isfinite(y)).any():
+            unlogged.append((run, f"no {key.rsplit('/', 1)[-1]} logged yet"))
+            continue
+        logged[run] = columns
+    return logged, unlogged
+
+
 def learning_curves(run_dirs: Iterable[str], key: str = "ReturnAverage",
                     x_key: str = "CumSteps") -> list[SettingCurve]:
     """Each setting's mean and min-max of ``key`` against ``x_key``.
 
     Rows where either value is NaN (e.g. returns before the first finished
-    episode) are skipped. Runs are linearly interpolated onto the union of their
-    logged x values, cut to the x range that every run of the setting covers, so
-    a setting's curve ends where its shortest run ends.
+    episode) are skipped, and so are runs with no row left (:func:`unlogged_runs`).
+    Runs are linearly interpolated onto the union of their logged x values, cut to
+    the x range that every run of the setting covers, so a setting's curve ends
+    where its shortest run ends.
 
     Args:
         run_dirs: run directories or folders holding runs (see ``find_run_dirs``).
         key: y column, a full name or its last ``/`` part (``ReturnAverage``).
         x_key: x column, likewise (``CumSteps`` finds ``Diagnostics/CumSteps``).
     """
-    groups = group_runs(find_run_dirs(run_dirs))
+    logged, unlogged = split_logged(find_run_dirs(run_dirs), key, x_key)
+    if not logged:
+        raise PlotError("no run has logged a value yet: " + "; ".join(
+            f"{run} ({why})" for run, why in unlogged))
+    groups = group_runs(logged)
     return [_setting_curve(label, runs, key, x_key) for label, runs in groups.items()]
 
 

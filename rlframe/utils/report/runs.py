@@ -28,7 +28,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from rlframe.utils.plotting import (PlotError, columns_xy, find_run_dirs, format_count,
-                                    group_runs, load_progress)
+                                    group_runs, split_logged)
 from rlframe.utils.report.stats import (STATISTICS, Comparison, Estimate, compare,
                                         interval_estimate)
 
@@ -103,6 +103,10 @@ def setting_reports(paths: Iterable[str], key: str = "ReturnAverage", x_key: str
                     seed: int | None = 0, final_window: float = 0.) -> list[SettingReport]:
     """Each setting's final and best ``key`` over its runs, in first-seen order.
 
+    Runs that have logged no ``key`` yet are left out
+    (:func:`~rlframe.utils.plotting.unlogged_runs` lists them), so that a suite can be
+    reported on while it runs.
+
     Args:
         paths: run directories and folders holding them.
         key: the score column (full name or last ``/`` part).
@@ -114,19 +118,23 @@ def setting_reports(paths: Iterable[str], key: str = "ReturnAverage", x_key: str
 
     Raises:
         ValueError: a negative ``final_window``.
-        PlotError: runs that share no range of ``x_key``, or a run with no value in
-            the window.
+        PlotError: runs that share no range of ``x_key``, a run with no value in the
+            window, or no run that has logged a value.
     """
     if not final_window >= 0:
         raise ValueError(f"final_window={final_window!r}: give a number of steps >= 0 "
                          "(0: the value at the last step every run reached).")
+    logged, unlogged = split_logged(find_run_dirs(paths), key, x_key)
+    if not logged:
+        raise PlotError("no run has logged a value yet: " + "; ".join(
+            f"{run} ({why})" for run, why in unlogged))
     reports = []
-    groups = group_runs(find_run_dirs(paths))
+    groups = group_runs(logged)
     folders = [_experiment(runs[0]) for runs in groups.values()]
     for (label, runs), folder in zip(groups.items(), folders):
         if folders.count(folder) == 1:  # The folder names the setting: a short label.
             label = folder
-        columns = [load_progress(run) for run in runs]  # Each file read once.
+        columns = [logged[run] for run in runs]
         wheres = [os.path.join(run, "progress.csv") for run in runs]
         xy = [columns_xy(c, key, x_key, where) for c, where in zip(columns, wheres)]
         wall_s = tuple(_wall_time(c, x_key, where) for c, where in zip(columns, wheres))
