@@ -178,6 +178,7 @@ def train_run(entry: SuiteEntry, seed: int, run_dir: str, evals: int, episodes: 
     writer = csv.writer(progress)
     writer.writerow(COLUMNS)
     writer.writerows(rows)
+    progress.flush()  # A resumed run's earlier rows are readable before its next one.
 
     def evaluate(steps: int, row: int) -> None:
         returns = []
