@@ -11,6 +11,7 @@ import psutil
 import pytest
 
 from rlframe.cli import main
+from rlframe.utils.plotting import format_count
 from rlframe.utils.system import cpu_model
 
 pytest.importorskip("scipy")
@@ -90,7 +91,8 @@ def test_a_killed_suite_completes_when_run_again(in_tmp_cwd):
     assert 0 < killed_at < 10240
     result = subprocess.run(command, capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    assert "run_0: done" in result.stdout and "run_1: resume" in result.stdout
+    assert "run_0: done" in result.stdout
+    assert f"run_1: resume (logged {format_count(killed_at)} of 10.2k steps)" in result.stdout
     assert os.path.getmtime(os.path.join(first, "progress.csv")) == first_mtime
     steps = cum_steps(second)
     assert steps == sorted(set(steps)) and steps[-1] == 10240  # Continued, not restarted.

@@ -73,11 +73,26 @@ def run_state(run_dir: str) -> str:
     return "new"
 
 
+def logged_steps(run_dir: str) -> float | None:
+    """The last ``CumSteps`` in ``run_dir``'s progress.csv (None without one)."""
+    import numpy as np
+
+    from rlframe.utils.plotting import PlotError, load_progress, resolve_key
+    try:
+        columns = load_progress(run_dir)
+        steps = columns[resolve_key(columns, "CumSteps")]
+    except (OSError, PlotError):
+        return None
+    steps = steps[np.isfinite(steps)]
+    return float(steps.max()) if len(steps) else None
+
+
 def run(args: argparse.Namespace) -> int:
     """Check the suite, print the plan, run what is not done; status 1 if a run failed."""
     from rlframe.presets.suite import SuiteError, load_suite
     from rlframe.utils.launching.grid import Run, run_queue, slot_cores, slots_affinity_code
     from rlframe.utils.launching.pinning import usable_cpus
+    from rlframe.utils.plotting import format_count
 
     cores, pin = slot_cores()
     if not 1 <= args.slots <= cores:
@@ -110,7 +125,10 @@ def run(args: argparse.Namespace) -> int:
     for entry in entries:
         for seed in entry.seeds:
             state = run_state(entry.run_dir(args.out, seed))
-            plan.append(f"  {entry.label}/run_{seed}: {state}")
+            where = logged_steps(entry.run_dir(args.out, seed)) if state == "resume" else None
+            plan.append(f"  {entry.label}/run_{seed}: {state}" + (
+                "" if where is None else
+                f" (logged {format_count(where)} of {format_count(entry.n_steps)} steps)"))
             if state != "done":
                 config = {k: v for k, v in entry.train_config(seed).items() if k != "seed"}
                 runs.append(Run(os.path.join(os.path.abspath(args.out), entry.label),
