@@ -251,6 +251,16 @@ def split_logged(run_dirs: list[str], key: str, x_key: str
     return logged, unlogged
 
 
+def logged_runs(run_dirs: list[str], key: str, x_key: str) -> dict[str, dict[str, np.ndarray]]:
+    """The logged part of :func:`split_logged`; a ``PlotError`` naming each run and why
+    when none has logged ``key``."""
+    logged, unlogged = split_logged(run_dirs, key, x_key)
+    if not logged:
+        raise PlotError("no run has logged a value yet: " + "; ".join(
+            f"{run} ({why})" for run, why in unlogged))
+    return logged
+
+
 def learning_curves(run_dirs: Iterable[str], key: str = "ReturnAverage",
                     x_key: str = "CumSteps") -> list[SettingCurve]:
     """Each setting's mean and min-max of ``key`` against ``x_key``.
@@ -266,11 +276,7 @@ def learning_curves(run_dirs: Iterable[str], key: str = "ReturnAverage",
         key: y column, a full name or its last ``/`` part (``ReturnAverage``).
         x_key: x column, likewise (``CumSteps`` finds ``Diagnostics/CumSteps``).
     """
-    logged, unlogged = split_logged(find_run_dirs(run_dirs), key, x_key)
-    if not logged:
-        raise PlotError("no run has logged a value yet: " + "; ".join(
-            f"{run} ({why})" for run, why in unlogged))
-    groups = group_runs(logged)
+    groups = group_runs(logged_runs(find_run_dirs(run_dirs), key, x_key))
     return [_setting_curve(label, runs, key, x_key) for label, runs in groups.items()]
 
 

@@ -28,7 +28,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from rlframe.utils.plotting import (PlotError, columns_xy, find_run_dirs, format_count,
-                                    group_runs, split_logged)
+                                    group_runs, logged_runs)
 from rlframe.utils.report.stats import (STATISTICS, Comparison, Estimate, compare,
                                         interval_estimate)
 
@@ -124,10 +124,7 @@ def setting_reports(paths: Iterable[str], key: str = "ReturnAverage", x_key: str
     if not final_window >= 0:
         raise ValueError(f"final_window={final_window!r}: give a number of steps >= 0 "
                          "(0: the value at the last step every run reached).")
-    logged, unlogged = split_logged(find_run_dirs(paths), key, x_key)
-    if not logged:
-        raise PlotError("no run has logged a value yet: " + "; ".join(
-            f"{run} ({why})" for run, why in unlogged))
+    logged = logged_runs(find_run_dirs(paths), key, x_key)
     reports = []
     groups = group_runs(logged)
     folders = [_experiment(runs[0]) for runs in groups.values()]
