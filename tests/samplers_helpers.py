@@ -267,3 +267,30 @@ def orphan_leaving_env(pid_file=None, **kwargs):
     if pid_file is not None and psutil.Process().cmdline()[0].startswith("ray::"):
         subprocess.run([sys.executable, "-c", ORPHAN_CODE, pid_file], check=True)
     return gym_make(**kwargs)
+
+
+class _LengthByParityEnv(gym.Env):
+    """Episodes of ``short`` steps in envs seeded with an even seed, ``long`` otherwise;
+    reward 1 per step (so the return is the length)."""
+
+    observation_space = gym.spaces.Box(-1., 1., (4,))
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, short=2, long=9):
+        self.short, self.long, self.length, self.t = short, long, long, 0
+
+    def reset(self, *, seed=None, options=None):
+        if seed is not None:
+            self.length = self.short if seed % 2 == 0 else self.long
+        self.t = 0
+        return self.observation_space.low * 0, {}
+
+    def step(self, action):
+        self.t += 1
+        return self.observation_space.low * 0, 1., self.t >= self.length, False, {}
+
+
+def length_by_parity_env(short=2, long=9):
+    """An rlframe env whose episodes are short where its seed is even (evaluation
+    envs b = 0, 2, ... of a sampler seeded with an even seed), long otherwise."""
+    return GymEnvWrapper(_LengthByParityEnv(short, long))

@@ -16,7 +16,8 @@ import pytest
 import torch
 from async_helpers import FailingGpuSampler, RecordingGpuSampler, slow_env
 from conftest import read_csv, run_dirs, start_script
-from samplers_helpers import CrashingEnv, GreedyAgent, flat_leaves, worker_children
+from samplers_helpers import (CrashingEnv, GreedyAgent, flat_leaves, length_by_parity_env,
+                              worker_children)
 from shm_helpers import mapped_inodes
 from test_async_rl import (AFFINITY, PublishedDigests, cartpole_agent, cartpole_dqn, running_tree,
                            shm_entries)
@@ -206,13 +207,33 @@ def test_evaluation_stops_early_over_all_servers(affinity):
     try:
         sampler.initialize(affinity)
         traj_infos = sampler.evaluate_agent(0)
-        assert 6 <= len(traj_infos) < 40  # Stopped early: 4 envs x 1000 steps allowed.
+        assert len(traj_infos) == 6  # Stopped early: 4 envs x 1000 steps allowed.
         assert all(info.Length > 0 for info in traj_infos)
         if sampler.server_group is not None:  # The servers counted into one total.
             assert sampler.server_group.sync.eval_count.value == len(traj_infos)
         sampler.obtain_samples(1, 1)  # Training goes on after an evaluation.
         assert double_buffer[1].env.observation.abs().sum() > 0
-        assert len(sampler.evaluate_agent(2)) >= 6
+        assert len(sampler.evaluate_agent(2)) == 6
+    finally:
+        sampler.shutdown()
+    assert worker_children() == []
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("affinity", [dict(workers_cpus=[0, 1]), SERVERS], ids=["one", "two"])
+def test_evaluation_counts_each_envs_first_episodes(affinity):
+    """6 trajectories over 4 evaluation envs (split over two action servers, or not),
+    the even-seeded ones ending every 2 steps and the others every 9: each env's first
+    ones count (2, 2, 1, 1 of them), not the first 6 to end."""
+    sampler = AsyncGpuSampler(EnvCls=length_by_parity_env, env_kwargs={}, eval_env_kwargs={},
+                              batch_T=8, batch_B=4, eval_n_envs=4, eval_max_steps=400,
+                              eval_max_trajectories=6)
+    sampler.async_initialize(CategoricalPgAgent(), seed=2)
+    try:
+        sampler.initialize(affinity)
+        for itr in range(2):
+            assert sorted(info.Length for info in sampler.evaluate_agent(itr)) == [
+                2, 2, 2, 9, 9, 9]
     finally:
         sampler.shutdown()
     assert worker_children() == []

@@ -22,7 +22,8 @@ from rlframe.utils.buffer import buffer_func
 from rlframe.utils.seed import set_seed
 from conftest import running_script
 from shm_helpers import assert_no_new_shm, shm_entries
-from samplers_helpers import CrashingEnv, GreedyAgent, flat_leaves, worker_children
+from samplers_helpers import (CrashingEnv, GreedyAgent, flat_leaves, length_by_parity_env,
+                              worker_children)
 
 ENV = dict(id="CartPole-v1")
 # Collector classes by (GPU-style sampler, mid_batch_reset).
@@ -103,7 +104,7 @@ def test_parallel_evaluation(SamplerCls):
     sampler.initialize(CategoricalPgAgent(), affinity=dict(workers_cpus=[0, 1, 0, 1]), seed=3)
     try:
         traj_infos = sampler.evaluate_agent(1)
-        assert 6 <= len(traj_infos) < 30  # workers were told to stop early
+        assert len(traj_infos) == 6  # Workers were told to stop once 6 ended.
         assert all(info.Length > 0 for info in traj_infos)
         samples, _ = sampler.obtain_samples(2)  # training continues after evaluation
         assert samples.env.observation.shape == (8, 4, 4)
@@ -227,3 +228,22 @@ def test_interrupt_stops_every_worker(tmp_path, sig, kind, start_method):
     _, alive = psutil.wait_procs(children, timeout=10)
     assert alive == [], [p.cmdline() for p in alive]
     assert_no_new_shm(before_shm)
+
+
+@pytest.mark.parametrize("SamplerCls", [SerialSampler, CpuSampler, GpuSampler,
+                                        AlternatingSampler])
+def test_evaluation_counts_each_envs_first_episodes(SamplerCls):
+    """6 trajectories over 4 evaluation envs, of which the even-seeded ones end every 2
+    steps and the others every 9: each env's first ones count (2, 2, 1, 1 of them), not
+    the first 6 to end (which would all be short)."""
+    kwargs = dict(EnvCls=length_by_parity_env, env_kwargs={}, eval_env_kwargs={}, batch_T=4,
+                  batch_B=2, eval_n_envs=4, eval_max_steps=400, eval_max_trajectories=6)
+    sampler = SamplerCls(**kwargs)
+    affinity = {} if SamplerCls is SerialSampler else dict(workers_cpus=[0, 1])
+    sampler.initialize(CategoricalPgAgent(), affinity=affinity, seed=2)
+    try:
+        for itr in range(2):  # Each evaluation starts its counts afresh.
+            lengths = sorted(info.Length for info in sampler.evaluate_agent(itr))
+            assert lengths == [2, 2, 2, 9, 9, 9], (SamplerCls.__name__, lengths)
+    finally:
+        sampler.shutdown()

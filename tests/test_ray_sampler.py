@@ -23,7 +23,7 @@ from rlframe.samplers.serial.sampler import SerialSampler  # noqa: E402
 from rlframe.utils.buffer import buffer_func  # noqa: E402
 from rlframe.utils.seed import set_seed  # noqa: E402
 from samplers_helpers import (CrashingEnv, GreedyAgent, assert_all_gone,  # noqa: E402
-                              descendants, flat_leaves, is_ray_process)
+                              descendants, flat_leaves, is_ray_process, length_by_parity_env)
 
 ENV = dict(id="CartPole-v1")
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -232,7 +232,7 @@ def test_parameters_reach_the_workers_and_evaluation_runs(local_ray):
     sampler.initialize(agent, seed=3, bootstrap_value=True)
     try:
         traj_infos = sampler.evaluate_agent(0)
-        assert 6 <= len(traj_infos) < 30  # each worker stops at its share of 6
+        assert len(traj_infos) == 6  # Each worker's envs end their shares of 6.
         assert all(info.Length > 0 for info in traj_infos)
         samples, _ = sampler.obtain_samples(1)  # training continues after evaluation
         assert samples.env.observation.shape == (8, 4, 4)
@@ -259,3 +259,19 @@ def test_worker_error_surfaces_and_stops_the_workers(local_ray):
     assert sampler.workers == []
     assert ray.util.placement_group_table() == {} or all(
         pg["state"] == "REMOVED" for pg in ray.util.placement_group_table().values())
+
+
+@pytest.mark.slow
+def test_evaluation_counts_each_envs_first_episodes(local_ray):
+    """6 trajectories over 2 workers x 2 evaluation envs, the even-seeded ones ending
+    every 2 steps and the others every 9: each env's first ones count (2, 2, 1, 1)."""
+    sampler = RaySampler(EnvCls=length_by_parity_env, env_kwargs={}, eval_env_kwargs={},
+                         batch_T=4, batch_B=2, eval_n_envs=4, eval_max_steps=400,
+                         eval_max_trajectories=6, n_workers=2)
+    sampler.initialize(CategoricalPgAgent(), seed=2)
+    try:
+        for itr in range(2):
+            lengths = sorted(info.Length for info in sampler.evaluate_agent(itr))
+            assert lengths == [2, 2, 2, 9, 9, 9]
+    finally:
+        sampler.shutdown()

@@ -1,10 +1,13 @@
 """Serial sampling: determinism, reset semantics, recurrent state, bootstrap values."""
 import numpy as np
+import pytest
 import torch
 
 from rlframe.agents.pg.categorical import CategoricalPgAgent, RecurrentCategoricalPgAgent
 from rlframe.envs.gym import make as gym_make
+from rlframe.envs.traj_info import TrajInfo
 from rlframe.samplers.parallel.cpu.collectors import CpuResetCollector, CpuWaitResetCollector
+from rlframe.samplers.serial.collectors import SerialEvalCollector
 from rlframe.samplers.serial.sampler import SerialSampler
 from rlframe.utils.buffer import buffer_func
 from rlframe.utils.seed import set_seed
@@ -138,7 +141,7 @@ def test_evaluation_stops_at_max_trajectories():
                               eval_env_kwargs=dict(id="CartPole-v1"), eval_max_steps=2000,
                               eval_max_trajectories=3)
     traj_infos = sampler.evaluate_agent(0)
-    assert 3 <= len(traj_infos) <= 4
+    assert len(traj_infos) == 3  # The first 2 of env 0, the first of env 1.
     sampler.shutdown()
 
 
@@ -175,3 +178,20 @@ def test_agent_step_has_no_grad_with_grad_mode_on_or_off():
     with torch.no_grad():
         assert not agent.step(*inputs).agent_info.dist_info.prob.requires_grad
     sampler.shutdown()
+
+
+def test_eval_env_quotas_split_the_trajectories_evenly():
+    from rlframe.samplers.collectors import eval_env_quotas
+    assert eval_env_quotas(None, 4) is None
+    assert eval_env_quotas(5, 5).tolist() == [1, 1, 1, 1, 1]
+    assert eval_env_quotas(6, 4).tolist() == [2, 2, 1, 1]
+    assert eval_env_quotas(3, 5).tolist() == [1, 1, 1, 0, 0]  # Two envs count nothing.
+    assert eval_env_quotas(10, 1).tolist() == [10]  # One env: its first 10 episodes.
+    # A collector's part: envs 2 and 3 of 4 (a second worker's).
+    assert eval_env_quotas(6, 4, first=2, count=2).tolist() == [1, 1]
+    assert sum(eval_env_quotas(7, 6, w * 2, 2).sum() for w in range(3)) == 7
+    with pytest.raises(ValueError, match=r"env_quota has \(3,\) entries; give one per "
+                                         r"evaluation env \(2\)"):
+        SerialEvalCollector(envs=[gym_make(id="CartPole-v1") for _ in range(2)],
+                            agent=CategoricalPgAgent(), TrajInfoCls=TrajInfo, max_T=10,
+                            env_quota=[1, 1, 1])

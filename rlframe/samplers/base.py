@@ -49,7 +49,10 @@ class BaseSampler:
         eval_CollectorCls: evaluation collector class.
         eval_env_kwargs: keyword arguments for evaluation envs (required with eval_n_envs).
         eval_max_steps: total env steps across eval envs per evaluation.
-        eval_max_trajectories: stop evaluation once this many trajectories completed.
+        eval_max_trajectories: trajectories per evaluation: the first ones of each
+            eval env, split evenly over the envs (6 over 4 envs: 2, 2, 1, 1), so that
+            short episodes are not over-represented; the evaluation stops once they
+            ended, or after ``eval_max_steps``.
         env_backend: how the B envs of a collector are stepped: ``"plain"`` (one
             ``EnvCls`` env per column, stepped in turn; the default and fastest for
             Python envs), ``"gymnasium"`` / ``"gymnasium_async"`` (gymnasium's

@@ -103,11 +103,41 @@ DecorrelatingStartCollector = BaseCollector
 """rlpyt's name for a collector that starts envs a random number of steps in."""
 
 
+def eval_env_quotas(max_trajectories: int | None, n_envs: int, first: int = 0,
+                    count: int | None = None) -> np.ndarray | None:
+    """How many trajectories each evaluation env contributes when an evaluation asks
+    for ``max_trajectories`` over ``n_envs`` envs: ``max_trajectories`` split as evenly
+    as it goes (the first ``max_trajectories % n_envs`` envs one more), so that every
+    env's first episodes count and short ones are not over-represented.
+
+    Args:
+        max_trajectories: the evaluation's trajectories (None: no quota).
+        n_envs: evaluation envs of all workers together.
+        first, count: the envs of one collector, ``first`` to ``first + count - 1``
+            (default: all).
+
+    Returns:
+        ``[count]`` ints, or None without ``max_trajectories``.
+    """
+    if max_trajectories is None:
+        return None
+    quotas = np.full(n_envs, max_trajectories // n_envs, dtype=np.int64)
+    quotas[:max_trajectories % n_envs] += 1
+    return quotas[first:n_envs if count is None else first + count]
+
+
 class BaseEvalCollector:
     """Runs evaluation episodes; parallel variants report through a queue.
 
     :meth:`collect_evaluation` is the one evaluation loop: restart the envs, step them
     up to ``max_T`` times, report every completed trajectory, stop early where asked.
+
+    With ``env_quota``, env b's trajectories count only up to ``env_quota[b]`` (its
+    first ones in the evaluation; later ones are dropped, not reported): an evaluation
+    of N trajectories over E envs is each env's first N / E episodes, not the first N
+    to end, which would favour short episodes (an env that fails fast could end
+    several before a long episode ends once). The collector's evaluation is done when
+    every env has met its quota.
     A collector says only how actions are picked and envs stepped
     (:meth:`_begin_evaluation`, :meth:`_step_envs`, :meth:`_after_step`; by default
     the agent acts here) and what else ends an evaluation (:meth:`_evaluation_done`).
@@ -123,6 +153,8 @@ class BaseEvalCollector:
         sync: shared control values of parallel samplers.
         step_buffer_np: per-step shared buffer of GPU samplers.
         traj_info_kwargs: keyword arguments of every TrajInfo (e.g. ``discount``).
+        env_quota: [B] trajectories each env contributes (:func:`eval_env_quotas`);
+            None: every trajectory that ends within ``max_T`` steps counts.
     """
 
     max_trajectories: int | None = None  # Stop once this many trajectories completed.
@@ -130,7 +162,8 @@ class BaseEvalCollector:
     def __init__(self, rank: int, envs: VecEnv | Sequence[Env], TrajInfoCls: type[TrajInfo],
                  traj_infos_queue: Queue | None, max_T: int, agent: BaseAgent | None = None,
                  sync: AttrDict | None = None, step_buffer_np: StepBuffer | None = None,
-                 traj_info_kwargs: dict | None = None):
+                 traj_info_kwargs: dict | None = None,
+                 env_quota: Sequence[int] | np.ndarray | None = None):
         self.rank = rank
         self.envs = envs
         self.TrajInfoCls = TrajInfoCls
@@ -142,6 +175,13 @@ class BaseEvalCollector:
         self.traj_info_kwargs = dict(traj_info_kwargs or {})
         self.stepper = EnvStepper(envs, TrajInfoCls, self.traj_info_kwargs,
                                   inputs=self._input_buffers(), null_done_inputs=True)
+        self.env_quota: np.ndarray | None = None
+        if env_quota is not None:
+            self.env_quota = np.asarray(env_quota, dtype=np.int64)
+            if self.env_quota.shape != (self.stepper.B,):
+                raise ValueError(f"env_quota has {self.env_quota.shape} entries; give one "
+                                 f"per evaluation env ({self.stepper.B}).")
+        self.taken = np.zeros(self.stepper.B, dtype=np.int64)  # Counted per env, this evaluation.
 
     def _input_buffers(self) -> AgentInputs | None:
         """The agent's input rows [B] to step from (None: the stepper allocates them)."""
@@ -154,15 +194,21 @@ class BaseEvalCollector:
             the completed trajectories' infos (also put on ``traj_infos_queue``, then
             a ``None`` sentinel, when there is a queue).
         """
-        queue, stepper = self.traj_infos_queue, self.stepper
+        queue, stepper, quota, taken = self.traj_infos_queue, self.stepper, self.env_quota, \
+            self.taken
         stepper.start()
+        taken[:] = 0
         self._begin_evaluation(itr)
         completed: list[TrajInfo] = []
         with self._step_mode():
             for t in range(self.max_T):
                 if not self._step_envs(t):
                     break
-                for traj_info in stepper.pop_completed():
+                for b, traj_info in stepper.pop_completed_by_env():
+                    if quota is not None:
+                        if taken[b] >= quota[b]:
+                            continue  # Beyond its env's share: dropped.
+                        taken[b] += 1
                     completed.append(traj_info)
                     if queue is not None:
                         queue.put(traj_info)
@@ -195,7 +241,14 @@ class BaseEvalCollector:
         """After step ``t``'s trajectories are reported, unless the evaluation ended."""
 
     def _evaluation_done(self, completed: list[TrajInfo]) -> bool:
-        """Whether the evaluation ends after this step: ``max_trajectories`` reached."""
+        """Whether the evaluation ends after this step: every env's quota met (with
+        ``env_quota``), else ``max_trajectories`` reached."""
+        if self.env_quota is not None:
+            if (self.taken < self.env_quota).any():
+                return False
+            logger.log(f"Evaluation completed its {int(self.env_quota.sum())} trajectories "
+                       "(the first ones of each env).")
+            return True
         if self.max_trajectories is None or len(completed) < self.max_trajectories:
             return False
         logger.log(f"Evaluation reached max num trajectories ({self.max_trajectories}).")

@@ -229,6 +229,7 @@ class EnvStepper:
         self.need_reset = np.zeros(self.B, dtype=bool)
         self.any_held = False
         self.completed: list[TrajInfo] = []
+        self.completed_envs: list[int] = []  # The env of each entry of ``completed``.
         self._temp_obs: Any = None
         self._full: tuple | None = None  # [B] reward, done and env_info rows (holding envs).
         # Row t of each [T, B] field, written leaf by leaf (see RowWriter); one set per
@@ -276,7 +277,7 @@ class EnvStepper:
         self.tracker.restart(np.arange(self.B))
         if max_decorrelation_steps > 0:
             self._decorrelate(max_decorrelation_steps)
-        self.completed = []
+        self.completed, self.completed_envs = [], []
         return self.inputs
 
     def begin_batch(self) -> None:
@@ -320,6 +321,7 @@ class EnvStepper:
             any_done = np.count_nonzero(done) > 0
             if any_done:  # Before any reset: new_obs may be a view of the env's buffer.
                 self.completed.extend(self.tracker.finish(traj_done, new_obs))
+                self.completed_envs.extend(np.flatnonzero(traj_done).tolist())
             obs[:] = new_obs
         if writers is not None:
             writers[1].write(t, action)
@@ -358,8 +360,14 @@ class EnvStepper:
 
     def pop_completed(self) -> list[TrajInfo]:
         """The TrajInfos completed since the last call."""
-        completed, self.completed = self.completed, []
+        completed, self.completed, self.completed_envs = self.completed, [], []
         return completed
+
+    def pop_completed_by_env(self) -> list[tuple[int, TrajInfo]]:
+        """The TrajInfos completed since the last call, each with its env's index."""
+        pairs = list(zip(self.completed_envs, self.completed))
+        self.completed, self.completed_envs = [], []
+        return pairs
 
     def close(self) -> None:
         """Close the envs."""
@@ -381,7 +389,8 @@ class EnvStepper:
                             "plain envs of this process")
         return dict(envs=self.venv.envs, tracker=self.tracker, inputs=self.inputs,
                     held=self.held, need_reset=self.need_reset, any_held=self.any_held,
-                    completed=self.completed, temp_obs=self._temp_obs)
+                    completed=self.completed, completed_envs=self.completed_envs,
+                    temp_obs=self._temp_obs)
 
     def load_state(self, state: dict[str, Any]) -> None:
         """Continue from :meth:`state` of a stepper with the same settings; this
@@ -404,6 +413,8 @@ class EnvStepper:
         self.need_reset[:] = state["need_reset"]
         self.any_held = state["any_held"]
         self.completed = state["completed"]
+        # Snapshots written before env indexes were kept: -1, unknown.
+        self.completed_envs = state.get("completed_envs", [-1] * len(self.completed))
         if state["temp_obs"] is not None:
             self._temp_obs = state["temp_obs"]
 
@@ -450,6 +461,7 @@ class EnvStepper:
             self.tracker.record(obs, action, reward, done, agent_info, env_info, idx=active)
             if done.any():
                 self.completed.extend(self.tracker.finish(traj_done, new_obs, idx=active))
+                self.completed_envs.extend(active[np.flatnonzero(traj_done)].tolist())
             full_reward[active] = reward
             full_done[active] = done
             full_info[active] = env_info

@@ -114,7 +114,7 @@ class AsyncGpuSamplerBase(AsyncParallelSamplerMixin, GpuSamplerBase):
         torch.set_num_threads(1)
         B_server = B // n_server
         eval_n_envs = max(1, self.eval_n_envs // n_server) if self.eval_n_envs > 0 else 0
-        servers, worker_offset = [], 0
+        servers, worker_offset, eval_sizes = [], 0, []
         for r, affinity in enumerate(affinities):
             name = f"{self.affinity_name}[{r}]"
             # Each server checks its cuda_idx itself: asking for GPUs here, before the
@@ -127,6 +127,12 @@ class AsyncGpuSamplerBase(AsyncParallelSamplerMixin, GpuSamplerBase):
             servers.append(self._action_server(name, slice(r * B_server, (r + 1) * B_server),
                                                worker_offset, eval_n_envs))
             worker_offset += n_worker
+            # Each server's workers split its evaluation envs as a parallel sampler does.
+            eval_sizes.append(max(1, eval_n_envs // n_worker) * n_worker if eval_n_envs else 0)
+        offset = 0
+        for server, size in zip(servers, eval_sizes):  # Their envs' place in the evaluation.
+            server.eval_env_offset, server.eval_env_total = offset, sum(eval_sizes)
+            offset += size
         self.server_group = ActionServerGroup(self)
         self.server_group.start(servers, affinities)
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from rlframe.samplers.base import BaseSampler
 from rlframe.samplers.buffer import build_samples_buffer
+from rlframe.samplers.collectors import eval_env_quotas
 from rlframe.samplers.parallel.worker import POLL_S, sampling_process
 from rlframe.utils.collections import AttrDict
 from rlframe.utils.launching.pinning import check_workers_cpus
@@ -65,6 +66,10 @@ class ParallelSamplerBase(BaseSampler):
         self.workers: list[BaseProcess] = []
         self._supervisor: ChildSupervisor | None = None
         self.ctrl: AttrDict | None = None
+        # Where this sampler's evaluation envs sit among the evaluation's (an action
+        # server's are a part); None: they are all of them. Sets the envs' quotas.
+        self.eval_env_offset = 0
+        self.eval_env_total: int | None = None
         self._check_picklable_for_workers()
 
     def _check_picklable_for_workers(self) -> None:
@@ -262,6 +267,7 @@ class ParallelSamplerBase(BaseSampler):
                 seed=seed + w,
                 env_seed=seed + slice_B.start,
                 eval_env_seed=seed + w * self.eval_n_envs_per,
+                eval_env_quota=self._eval_env_quota(w),
                 cpus=workers_cpus[w] if set_affinity else None,
                 n_envs=self.B_per_worker,
                 env_ranks=env_ranks,
@@ -270,6 +276,16 @@ class ParallelSamplerBase(BaseSampler):
                 **self._worker_extra_kwargs(w, slice_B),
             ))
         return workers_kwargs
+
+    def _eval_env_quota(self, w: int) -> np.ndarray | None:
+        """Trajectories each evaluation env of worker ``w`` contributes (None: no
+        ``eval_max_trajectories``, or no evaluation)."""
+        if self.eval_n_envs_per == 0:
+            return None
+        total = self.eval_env_total or self.eval_n_envs_per * self.n_worker
+        return eval_env_quotas(self.eval_max_trajectories, total,
+                               self.eval_env_offset + w * self.eval_n_envs_per,
+                               self.eval_n_envs_per)
 
     def _worker_extra_kwargs(self, w: int, slice_B: slice) -> dict:
         return {}

@@ -87,7 +87,7 @@ def sampling_process(common_kwargs: dict, worker_kwargs: dict) -> None:
                 traj_infos_queue=c["eval_traj_infos_queue"], max_T=c["eval_max_T"],
                 agent=c.get("agent"), sync=w.get("sync"),
                 step_buffer_np=w.get("eval_step_buffer_np"),
-                traj_info_kwargs=c["traj_info_kwargs"])
+                traj_info_kwargs=c["traj_info_kwargs"], env_quota=w.get("eval_env_quota"))
         agent_inputs, traj_infos = collector.start_envs(c["max_decorrelation_steps"])
         collector.start_agent()
         ctrl.step_out.release()  # Ready.

@@ -29,6 +29,7 @@ import torch
 from rlframe.samplers.base import BaseSampler
 from rlframe.samplers.buffer import build_samples_buffer
 from rlframe.samplers.collections import TrajInfo
+from rlframe.samplers.collectors import eval_env_quotas
 from rlframe.samplers.parallel.base import WorkerError
 from rlframe.samplers.parallel.cpu.collectors import CpuResetCollector
 from rlframe.samplers.ray.cluster import (  # noqa: F401  (kept importable from here)
@@ -242,6 +243,9 @@ class RaySampler(BaseSampler):
             eval_n_envs=eval_n_envs_per, eval_env_kwargs=self.eval_env_kwargs,
             eval_CollectorCls=self.eval_CollectorCls, eval_max_T=eval_max_T,
             eval_max_trajectories=eval_max_trajs, eval_env_seed=seed + w * eval_n_envs_per,
+            eval_env_quota=eval_env_quotas(self.eval_max_trajectories,
+                                           eval_n_envs_per * self.n_workers,
+                                           w * eval_n_envs_per, eval_n_envs_per),
             torch_threads=kw["torch_threads"]))
 
     def _restart_worker(self, w: int, error: BaseException) -> None:
@@ -279,7 +283,8 @@ class RaySampler(BaseSampler):
         return self.agent
 
     def _eval_split(self) -> tuple[int, int, int | None]:
-        """Per worker: evaluation envs, time steps and trajectories to stop at."""
+        """Per worker: evaluation envs, time steps and trajectories to stop at (its
+        envs' quotas, :func:`~rlframe.samplers.collectors.eval_env_quotas`, say which)."""
         if self.eval_n_envs == 0:
             return 0, 0, None
         n_envs = max(1, self.eval_n_envs // self.n_workers)

@@ -7,7 +7,7 @@ of the ``[T, B]`` batch as numpy arrays.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import torch
 
@@ -40,6 +40,8 @@ class RaySamplerWorker:
         max_decorrelation_steps: max random steps of each env at start.
         eval_n_envs, eval_env_kwargs, eval_CollectorCls, eval_max_T,
         eval_max_trajectories, eval_env_seed: this worker's evaluation (0 envs: none).
+        eval_env_quota: [eval_n_envs] trajectories each of its evaluation envs contributes
+            (its part of the evaluation's split); None: up to ``eval_max_trajectories``.
         torch_threads: torch threads of this worker.
     """
 
@@ -51,7 +53,8 @@ class RaySamplerWorker:
                  max_decorrelation_steps: int, eval_n_envs: int = 0,
                  eval_env_kwargs: dict | None = None, eval_CollectorCls: type | None = None,
                  eval_max_T: int = 0, eval_max_trajectories: int | None = None,
-                 eval_env_seed: int = 0, torch_threads: int = 1):
+                 eval_env_seed: int = 0, eval_env_quota: Sequence[int] | None = None,
+                 torch_threads: int = 1):
         torch.set_num_threads(torch_threads)
         set_seed(seed)
         self.agent = agent
@@ -72,7 +75,8 @@ class RaySamplerWorker:
             self.eval_envs.seed(eval_env_seed)
             self.eval_collector = eval_CollectorCls(
                 envs=self.eval_envs, agent=agent, TrajInfoCls=TrajInfoCls, max_T=eval_max_T,
-                max_trajectories=eval_max_trajectories, traj_info_kwargs=traj_info_kwargs)
+                max_trajectories=eval_max_trajectories, traj_info_kwargs=traj_info_kwargs,
+                env_quota=eval_env_quota)
         self.agent_inputs, self.traj_infos = self.collector.start_envs(max_decorrelation_steps)
         self.collector.start_agent()
 
