@@ -140,3 +140,30 @@ def test_only_runs_the_named_entries(in_tmp_cwd, capsys):
     assert "ppo_CartPole-v1" not in out
     assert main(["benchmark", str(suite), "-o", "out", "--dry-run", "--only", "nope"]) == 2
     assert "its labels are ppo_CartPole-v1, a2c_cartpole" in capsys.readouterr().err
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs two CPUs")
+def test_only_the_entries_that_run_must_fit_the_slots(in_tmp_cwd, capsys, monkeypatch):
+    from rlframe.utils.launching import grid
+    monkeypatch.setattr(grid, "slot_cores", lambda: (2, True))
+    suite = in_tmp_cwd / "two.json"
+    suite.write_text(json.dumps(dict(name="two", runs=[
+        dict(algo="ppo", env_id="CartPole-v1", n_steps=2048, seeds=1,
+             config=dict(sampler="cpu", n_parallel=2, batch_B=4)),
+        dict(algo="a2c", env_id="CartPole-v1", n_steps=2048, seeds=1,
+             config=dict(n_parallel=64))])))
+    # Two runs at once get one core each: refused before anything runs, naming the entry.
+    assert main(["benchmark", str(suite), "-o", "out", "--slots", "2",
+                 "--only", "ppo_CartPole-v1"]) == 2
+    err = capsys.readouterr().err
+    assert ("runs[0] (ppo on CartPole-v1): n_parallel=2 needs 2 cores, but with --slots 2 each "
+            "run gets 1 of this process's 2; give --slots 1\n") in err + "\n"
+    assert not os.path.exists("out")
+    # An entry left out with --only is not checked against this machine's CPUs ...
+    assert main(["benchmark", str(suite), "-o", "out", "--slots", "1", "--dry-run",
+                 "--only", "ppo_CartPole-v1"]) == 0
+    assert "ppo_CartPole-v1/run_0: new" in capsys.readouterr().out
+    # ... but is when it runs.
+    assert main(["benchmark", str(suite), "-o", "out", "--dry-run"]) == 2
+    assert "runs[1] (a2c on CartPole-v1): n_parallel=64 (--n-parallel) exceeds the" in \
+        capsys.readouterr().err

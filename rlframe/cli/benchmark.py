@@ -89,7 +89,7 @@ def logged_steps(run_dir: str) -> float | None:
 
 def run(args: argparse.Namespace) -> int:
     """Check the suite, print the plan, run what is not done; status 1 if a run failed."""
-    from rlframe.presets.suite import SuiteError, load_suite
+    from rlframe.presets.suite import SuiteError, check_experiment, entry_where, load_suite
     from rlframe.utils.launching.grid import Run, run_queue, slot_cores, slots_affinity_code
     from rlframe.utils.launching.pinning import usable_cpus
     from rlframe.utils.plotting import format_count
@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise CommandError(f"-o {args.out} is a file; name a directory for the suite's runs")
     try:
-        suite = load_suite(args.suite)
+        suite = load_suite(args.suite, check_experiments=False)
     except SuiteError as error:
         raise CommandError(f"{args.suite}: {error}") from None
     with open(args.suite) as f:
@@ -121,6 +121,20 @@ def run(args: argparse.Namespace) -> int:
             raise CommandError(f"--only {' '.join(unknown)}: no such entry in {args.suite}; "
                                f"its labels are {', '.join(labels)}")
         entries = [entry for entry in entries if entry.label in args.only]
+    for entry in entries:  # Only the entries that will run must fit this machine.
+        index = suite.entries.index(entry)
+        where = f"{args.suite}: {entry_where(index, entry.algo, entry.env_id)}"
+        n_parallel = entry.config.get("n_parallel")
+        if isinstance(n_parallel, int) and cores // args.slots < n_parallel <= cores:
+            fits = cores // n_parallel
+            raise CommandError(
+                f"{where}: n_parallel={n_parallel} needs {n_parallel} cores, but with --slots "
+                f"{args.slots} each run gets {cores // args.slots} of this process's {cores}; "
+                f"give --slots {fits}{' or fewer' if fits > 1 else ''}")
+        try:
+            check_experiment(entry, where)
+        except SuiteError as error:
+            raise CommandError(str(error)) from None
     runs, plan = [], []
     for entry in entries:
         for seed in entry.seeds:

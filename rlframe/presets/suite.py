@@ -26,7 +26,8 @@ with each snapshot (``checkpoint_replay=True``, unless the entry's
 ``config.kwargs.algo`` says otherwise), so that a run stopped and resumed learns as one
 that was never stopped. ``notes`` is free text for readers (where
 the settings come from). :func:`load_suite` checks the whole file,
-each entry's experiment included, before anything runs.
+each entry's experiment included (:func:`check_experiment`), before anything runs;
+``rlframe benchmark --only`` builds the experiments of the entries it runs only.
 """
 from __future__ import annotations
 
@@ -147,7 +148,7 @@ def _entry(index: int, raw: Any, check_experiments: bool) -> SuiteEntry:
         if key not in raw:
             raise SuiteError(f"{where} needs {key!r}.")
     algo, env_id = raw["algo"], raw["env_id"]
-    where = f"{where} ({algo} on {env_id})"
+    where = entry_where(index, algo, env_id)
     n_steps = _positive_int(raw["n_steps"], f"{where}: n_steps")
     seeds = _seeds(raw["seeds"], where)
     config = raw.get("config", {})
@@ -173,11 +174,27 @@ def _entry(index: int, raw: Any, check_experiments: bool) -> SuiteEntry:
     entry = SuiteEntry(str(algo), str(env_id), n_steps, seeds, config,
                        _reference(raw.get("reference"), where), label, notes)
     if check_experiments:
-        try:
-            build_experiment(entry.train_config(seeds[0]))
-        except (ValueError, TypeError) as error:
-            raise SuiteError(f"{where}: {' '.join(str(error).split())}") from None
+        check_experiment(entry, where)
     return entry
+
+
+def entry_where(index: int, algo: Any, env_id: Any) -> str:
+    """How messages name the suite's entry ``index``: ``runs[1] (dqn on pong)``."""
+    return f"runs[{index}] ({algo} on {env_id})"
+
+
+def check_experiment(entry: SuiteEntry, where: str) -> None:
+    """Build ``entry``'s experiment once (no env is stepped), so that an unknown env or
+    config key, or more sampler workers than this process's CPUs, is reported before
+    anything runs.
+
+    Raises:
+        SuiteError: naming ``where`` and the problem.
+    """
+    try:
+        build_experiment(entry.train_config(entry.seeds[0]))
+    except (ValueError, TypeError) as error:
+        raise SuiteError(f"{where}: {' '.join(str(error).split())}") from None
 
 
 def _keeps_replay(algo: str) -> bool:
