@@ -43,7 +43,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def run(args: argparse.Namespace) -> int:
     """Write the plot and print its path; user errors become ``CommandError``."""
-    from rlframe.utils.plotting import PlotError, plot_runs, unlogged_runs
+    from rlframe.utils.plotting import PlotError, format_unlogged, plot_runs, unlogged_runs
 
     for run_dir in args.run_dirs:
         if os.path.exists(run_dir) and not os.path.isdir(run_dir):
@@ -56,7 +56,6 @@ def run(args: argparse.Namespace) -> int:
     except (PlotError, OSError, ImportError) as e:  # OSError: paths, permissions
         raise CommandError(e) from e
     if waiting:
-        print("Left out, nothing logged yet: " + "; ".join(
-            f"{run} ({why})" for run, why in waiting) + ".")
+        print(f"Left out, nothing logged yet: {format_unlogged(waiting)}.")
     print(path)
     return 0

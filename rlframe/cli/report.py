@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
                            "curves.png")
     references = _references(args.suite)
     try:
-        from rlframe.utils.plotting import PlotError, unlogged_runs
+        from rlframe.utils.plotting import PlotError, format_unlogged, unlogged_runs
         from rlframe.utils.report.records import (comparison_rows, run_rows, setting_rows,
                                                   write_csv)
         from rlframe.utils.report.runs import (compare_settings, comparison_table, iqm_curves,
@@ -111,8 +111,7 @@ def run(args: argparse.Namespace) -> int:
             table += "\n" + comparison_table(comparisons, args.confidence)
         waiting = unlogged_runs(args.run_dirs, args.key, args.x_key)
         if waiting:
-            table += ("\nLeft out, nothing logged yet: " + "; ".join(
-                f"{run} ({why})" for run, why in waiting) + ".\n")
+            table += f"\nLeft out, nothing logged yet: {format_unlogged(waiting)}.\n"
         print(table, end="")
         if args.out is not None:
             os.makedirs(args.out, exist_ok=True)

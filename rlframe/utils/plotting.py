@@ -228,6 +228,11 @@ def unlogged_runs(paths: Iterable[str], key: str = "ReturnAverage",
     return split_logged(find_run_dirs(paths), key, x_key)[1]
 
 
+def format_unlogged(unlogged: list[tuple[str, str]]) -> str:
+    """``unlogged_runs``'s list as one line: ``run_0 (no progress.csv yet); run_1 (...)``."""
+    return "; ".join(f"{run} ({why})" for run, why in unlogged)
+
+
 def split_logged(run_dirs: list[str], key: str, x_key: str
                  ) -> tuple[dict[str, dict[str, np.ndarray]], list[tuple[str, str]]]:
     """``run_dirs`` parted into those with at least one row of ``x_key`` and ``key``
@@ -256,8 +261,7 @@ def logged_runs(run_dirs: list[str], key: str, x_key: str) -> dict[str, dict[str
     when none has logged ``key``."""
     logged, unlogged = split_logged(run_dirs, key, x_key)
     if not logged:
-        raise PlotError("no run has logged a value yet: " + "; ".join(
-            f"{run} ({why})" for run, why in unlogged))
+        raise PlotError("no run has logged a value yet: " + format_unlogged(unlogged))
     return logged
 
 
