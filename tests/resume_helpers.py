@@ -1,9 +1,11 @@
 """Small runs for the resume tests, also run as a script in a child process:
 
-    python resume_helpers.py ALGO RUN_ID [--die-at ITR] [--resume] [--no-replay-checkpoint]
+    python resume_helpers.py ALGO RUN_ID [--die-at ITR] [--die-writing-replay-at ITR]
+                             [--resume] [--no-replay-checkpoint]
 
 which trains in ``./resume_runs/run_<RUN_ID>`` and, with ``--die-at``, kills itself
-with SIGKILL after that iteration (no shutdown, no final snapshot), as a crash would.
+with SIGKILL after that iteration (no shutdown, no final snapshot), as a crash would;
+with ``--die-writing-replay-at``, while the snapshot of that iteration writes its replay.
 """
 import argparse
 import os
@@ -36,6 +38,21 @@ class DieAt(Callback):
     def on_iteration_end(self, runner, itr, samples, opt_info):
         if itr == self.itr:
             os.kill(os.getpid(), signal.SIGKILL)
+
+
+def die_writing_replay_at(itr):
+    """SIGKILL this process once the snapshot of iteration ``itr`` has written its
+    replay buffer's temporary file, before anything is renamed into place."""
+    from rlframe.runners import resume
+    from rlframe.utils.checkpoint import REPLAY_FILE
+    stage = resume.stage_state_file
+
+    def stage_then_die(run_dir, name, at, state):
+        tmp_path = stage(run_dir, name, at, state)
+        if name == REPLAY_FILE and at == itr:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return tmp_path
+    resume.stage_state_file = stage_then_die
 
 
 class RecordEpsilon(Callback):
@@ -109,10 +126,13 @@ if __name__ == "__main__":
     parser.add_argument("algo", choices=sorted(RUNNERS))
     parser.add_argument("run_ID", type=int)
     parser.add_argument("--die-at", type=int)
+    parser.add_argument("--die-writing-replay-at", type=int)
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--no-replay-checkpoint", action="store_true")
     args = parser.parse_args()
     kwargs = dict(checkpoint_replay=False) if args.no_replay_checkpoint else {}
     callbacks = [DieAt(args.die_at)] if args.die_at is not None else None
+    if args.die_writing_replay_at is not None:
+        die_writing_replay_at(args.die_writing_replay_at)
     runner = train(args.algo, args.run_ID, resume=args.resume, callbacks=callbacks, **kwargs)
     torch.save(flat_state(runner.agent), f"agent_{args.run_ID}.pt")

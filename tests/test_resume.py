@@ -73,6 +73,30 @@ def test_killed_run_resumes_to_the_uninterrupted_result(algo, die_at, in_tmp_cwd
 
 
 @pytest.mark.slow
+def test_a_run_killed_while_writing_its_replay_resumes_from_the_snapshot_before(in_tmp_cwd):
+    """SIGKILL while the snapshot of iteration 119 writes its replay (the envs' state
+    already written to its temporary file): the snapshot of iteration 79 and its side
+    files stay together, the resumed run removes the temporary files, restores envs and
+    replay of iteration 79, and ends as the uninterrupted run does."""
+    run_child("dqn", 0)
+    run_child("dqn", 1, "--die-writing-replay-at", "119", expect_killed=True)
+    run_dir = os.path.join(LOG_DIR, "run_1")
+    stale = sorted(name for name in os.listdir(run_dir) if name.endswith(".tmp"))
+    assert [name.split(".")[1] for name in stale] == ["replay_buffer", "sampler_state"]
+    assert torch.load(os.path.join(run_dir, "params.pkl"), weights_only=True)["itr"] == 79
+    run_child("dqn", 1, "--resume")
+    assert not [name for name in os.listdir(run_dir) if name.endswith(".tmp")]
+    log = debug_log(1)
+    assert "Removed the temporary files of a snapshot being written" in log
+    assert "Resumed from params.pkl: iteration 79" in log
+    assert "Replay buffer restored" in log and "start afresh" not in log
+    full, resumed = progress(0), progress(1)
+    for name in ("Iteration", "CumSteps", "CumUpdates", "CumCompletedTrajs"):
+        assert column(resumed, name) == column(full, name), name
+    assert_same_agents(torch.load("agent_0.pt"), torch.load("agent_1.pt"))
+
+
+@pytest.mark.slow
 def test_epsilon_continues_and_replay_refills_without_a_replay_checkpoint(in_tmp_cwd):
     run_child("dqn", 0, "--die-at", 100, "--no-replay-checkpoint", expect_killed=True)
     snapshot_itr = int(column(progress(0), "Iteration")[-1])

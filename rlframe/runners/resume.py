@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Protocol
 from rlframe.utils.checkpoint import (REPLAY_FILE, SAMPLER_STATE_FILE, SnapshotError,
                                       load_agent_state, load_replay_state,
                                       load_sampler_state, load_snapshot, read_state_file,
-                                      replay_state, rng_state, sampler_state, set_rng_state,
-                                      write_state_file)
+                                      remove_stale_snapshot_files, replay_state, rng_state,
+                                      sampler_state, set_rng_state, stage_state_file)
 
 if TYPE_CHECKING:
     from rlframe.utils.logging.run_logger import Logger
@@ -68,14 +68,23 @@ def training_state(runner: ResumableRunner) -> dict:
                 runner_state=runner.state_dict())
 
 
-def write_side_files(runner: ResumableRunner, itr: int) -> None:
-    """Beside the snapshot just written: the sampler's envs and, when asked, the replay."""
+def stage_side_files(runner: ResumableRunner, itr: int) -> list[tuple[str, str]]:
+    """The files that go beside the snapshot of ``itr`` (the sampler's envs and, when
+    asked, the replay), written to temporary files: :func:`commit_side_files` renames
+    them into place once the snapshot itself is written, so that a process killed while
+    writing a replay of gigabytes leaves the earlier snapshot and its files together.
+
+    Returns:
+        ``(temporary path, final path)`` of each file.
+    """
     run_dir = runner.logger.get_snapshot_dir()
     if run_dir is None:
-        return
+        return []
+    staged = []
     state, why = sampler_state(runner.sampler)
     if state is not None:
-        write_state_file(run_dir, SAMPLER_STATE_FILE, itr, state)
+        staged.append((stage_state_file(run_dir, SAMPLER_STATE_FILE, itr, state),
+                       os.path.join(run_dir, SAMPLER_STATE_FILE)))
     elif runner not in _told_no_sampler_state:
         _told_no_sampler_state.add(runner)
         runner.logger.log(f"Snapshots keep no env states ({why}): a resumed run starts its "
@@ -83,9 +92,28 @@ def write_side_files(runner: ResumableRunner, itr: int) -> None:
     if getattr(runner.algo, "checkpoint_replay", False):
         replay = runner.algo.replay_buffer
         storage = getattr(replay, "storage", None)
-        # A shared replay (AsyncRl) is read while its writers wait.
-        with storage.read_access() if storage is not None else contextlib.nullcontext():
-            write_state_file(run_dir, REPLAY_FILE, itr, replay_state(replay))
+        try:  # A shared replay (AsyncRl) is read while its writers wait.
+            with storage.read_access() if storage is not None else contextlib.nullcontext():
+                staged.append((stage_state_file(run_dir, REPLAY_FILE, itr,
+                                                replay_state(replay)),
+                               os.path.join(run_dir, REPLAY_FILE)))
+        except BaseException:
+            discard_side_files(staged)
+            raise
+    return staged
+
+
+def commit_side_files(staged: list[tuple[str, str]]) -> None:
+    """Rename :func:`stage_side_files`' temporary files onto their final names."""
+    for tmp_path, path in staged:
+        os.replace(tmp_path, path)
+
+
+def discard_side_files(staged: list[tuple[str, str]]) -> None:
+    """Remove :func:`stage_side_files`' temporary files (the snapshot was not written)."""
+    for tmp_path, _ in staged:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp_path)
 
 
 def restore(runner: ResumableRunner, path: str) -> int:
@@ -110,6 +138,7 @@ def restore(runner: ResumableRunner, path: str) -> int:
     runner.algo.load_state_dict(snapshot["algo_state_dict"])
     runner.load_state_dict(_runner_state(snapshot))
     run_dir = os.path.dirname(os.path.abspath(path))
+    _remove_stale_files(runner, run_dir)
     _restore_sampler(runner, run_dir, itr)
     _restore_replay(runner, run_dir, itr)
     set_rng_state(snapshot["rng_state"])  # Last: nothing above draws from them.
@@ -131,7 +160,9 @@ def load_async_snapshot(runner: AsyncResumableRunner, path: str) -> dict:
                  f"{expected}: its batch_T or batch_B differ")
     load_agent_state(runner.agent, snapshot["agent_state_dict"], path)
     runner.load_throttle(snapshot["runner_state"])
-    _restore_replay(runner, os.path.dirname(os.path.abspath(path)), int(snapshot["itr"]))
+    run_dir = os.path.dirname(os.path.abspath(path))
+    _remove_stale_files(runner, run_dir)
+    _restore_replay(runner, run_dir, int(snapshot["itr"]))
     return snapshot
 
 
@@ -192,6 +223,18 @@ def _restore_sampler(runner: ResumableRunner, run_dir: str, itr: int) -> None:
         runner.logger.log(f"Training envs start afresh ({why}).")
         return
     load_sampler_state(runner.sampler, state)
+
+
+def _remove_stale_files(runner: ResumableRunner, run_dir: str) -> None:
+    """In the run's own directory (never another run's, which may be writing), the
+    temporary files of a snapshot that was being written when the run stopped."""
+    own = runner.logger.get_snapshot_dir()
+    if own is None or os.path.abspath(own) != run_dir:
+        return
+    stale = remove_stale_snapshot_files(run_dir)
+    if stale:
+        runner.logger.log(f"Removed the temporary files of a snapshot being written when "
+                          f"the run stopped: {', '.join(stale)}.")
 
 
 def _restore_replay(runner: ResumableRunner, run_dir: str, itr: int) -> None:

@@ -65,9 +65,19 @@ class SnapshotMixin:
                             "no snapshot written (the last one written is kept).")
             return []
         self.logger.log("saving snapshot...")
-        names = self.logger.save_itr_params(itr, self.get_itr_snapshot(itr), final=final)
+        snapshot = self.get_itr_snapshot(itr)
+        # The large side files first, under temporary names; then the snapshot; then
+        # renames only, so that a kill while writing leaves the earlier files together.
+        staged = resume.stage_side_files(self, itr)
+        try:
+            names = self.logger.save_itr_params(itr, snapshot, final=final)
+        except BaseException:
+            resume.discard_side_files(staged)
+            raise
         if names:
-            resume.write_side_files(self, itr)
+            resume.commit_side_files(staged)
+        else:
+            resume.discard_side_files(staged)
         self.logger.log("saved")
         return names
 

@@ -29,6 +29,9 @@ from rlframe.utils.collections import reduce_runtime_class
 
 SAMPLER_STATE_FILE = "sampler_state.pkl"
 REPLAY_FILE = "replay_buffer.pkl"
+# The temporary files snapshots and their state files are written through (mkstemp's
+# ".<name>.<random>.tmp" beside each), left behind only by a process killed mid-write.
+_TEMPORARY = re.compile(r"\..+\.pkl\.[^.]+\.tmp")
 _ITR_SNAPSHOT = re.compile(r"itr_(\d+)\.pkl")
 # Where ``torch.load`` puts tensors: a device, a device name, a mapping of names, or a
 # function of (storage, location).
@@ -261,6 +264,24 @@ def write_state_file(run_dir: str, name: str, itr: int, state: object) -> None:
             the file of the previous snapshot is left as it was.
     """
     path = os.path.join(run_dir, name)
+    tmp_path = stage_state_file(run_dir, name, itr, state)
+    try:
+        os.replace(tmp_path, path)
+    except OSError as error:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp_path)
+        raise write_error(path, error) from error
+
+
+def stage_state_file(run_dir: str, name: str, itr: int, state: object) -> str:
+    """The first half of :func:`write_state_file`: ``state`` tagged with ``itr``, pickled
+    to a temporary file beside ``run_dir/name`` and flushed to disk, whose path is
+    returned for ``os.replace`` onto ``run_dir/name`` (or ``os.unlink``).
+
+    Raises:
+        OSError: naming the file, when it cannot be written; nothing is left behind.
+    """
+    path = os.path.join(run_dir, name)
     try:
         fd, tmp_path = tempfile.mkstemp(dir=run_dir, prefix=f".{name}.", suffix=".tmp")
     except OSError as error:
@@ -271,13 +292,24 @@ def write_state_file(run_dir: str, name: str, itr: int, state: object) -> None:
                                                                          state=state))
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp_path, path)
     except BaseException as error:
         with contextlib.suppress(OSError):
             os.unlink(tmp_path)
         if isinstance(error, OSError):
             raise write_error(path, error) from error
         raise
+    return tmp_path
+
+
+def remove_stale_snapshot_files(run_dir: str) -> list[str]:
+    """Remove the temporary files (``.<name>.pkl.<random>.tmp``) that a process killed
+    while writing its snapshot left in ``run_dir`` (a replay's can be gigabytes);
+    returns their names."""
+    stale = sorted(name for name in os.listdir(run_dir) if _TEMPORARY.fullmatch(name))
+    for name in stale:
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(run_dir, name))
+    return stale
 
 
 def write_error(path: str, error: OSError,
