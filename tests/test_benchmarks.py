@@ -145,3 +145,14 @@ def test_scale_summary_reads_each_row_against_its_ceiling(monkeypatch):
     assert "of_ceiling" not in table["ceiling"] and "of_ceiling" not in table["ceiling_2threads"]
     del runs["ceiling_2threads"]  # Without it, every row is read against the one-thread one.
     assert summary("mujoco_sac", runs)["rlframe_2threads"]["of_ceiling"] == pytest.approx(100 / 90)
+
+
+def test_gpu_atari_ppo_refuses_a_resume_folder_without_a_snapshot(tmp_path):
+    """benchmarks/gpu_atari_ppo.sh names RESUME_FROM when it holds no snapshot, and
+    starts nothing."""
+    env = dict(os.environ, RUNS=str(tmp_path / "runs"), RESUME_FROM=str(tmp_path))
+    result = subprocess.run(["bash", os.path.join(BENCHMARKS, "gpu_atari_ppo.sh"), "pong", "5"],
+                            env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"RESUME_FROM={tmp_path} holds no snapshot (params.pkl)" in result.stderr
+    assert os.listdir(tmp_path / "runs" / "ppo_pong_gpu") == []
