@@ -305,3 +305,43 @@ def pytest_sessionfinish(session, exitstatus):
 def warm_python():
     """Runs example, benchmark and helper scripts without each importing torch anew."""
     return warm_python_interpreter()
+
+
+_IMPORTED_AT_SCRIPT = """
+import sys
+sys.path.insert(0, {tests!r})
+{imports}
+
+
+class Stop(Exception):
+    pass
+
+
+def stop_here(self, *args):
+    print("torch._dynamo imported:", "torch._dynamo" in sys.modules, flush=True)
+    raise Stop
+
+
+if __name__ == "__main__":
+    assert "torch._dynamo" not in sys.modules, "imported before the run: nothing to test"
+    {patched} = stop_here
+    {build}
+    try:
+        runner.train()
+    except Stop:
+        pass
+"""
+
+
+def torch_dynamo_imported_at(tmp_path, imports, patched, build):
+    """Whether ``torch._dynamo`` is imported when a runner's ``runner.train()`` reaches
+    the method ``patched`` (replaced by one that stops the run there), in a fresh
+    interpreter (not the warm one, which has imported it): ``imports`` and ``build``
+    (which makes ``runner``) are the script's lines."""
+    script = tmp_path / "imported_at.py"
+    script.write_text(_IMPORTED_AT_SCRIPT.format(tests=os.path.dirname(os.path.abspath(
+        __file__)), imports=imports, patched=patched, build=build))
+    result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return "torch._dynamo imported: True" in result.stdout

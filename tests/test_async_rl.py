@@ -3,7 +3,6 @@ learning, parameter hand-over, the throttle schedule, and shutdown in every way 
 import math
 import os
 import signal
-import subprocess
 import sys
 import textwrap
 import time
@@ -12,7 +11,7 @@ import psutil
 import pytest
 import torch
 from async_helpers import RecordingSerialSampler, params_digest, slow_env
-from conftest import start_script, wait_for_line
+from conftest import start_script, torch_dynamo_imported_at, wait_for_line
 from shm_helpers import assert_no_new_shm, shm_entries
 
 from rlframe.agents.dqn.dqn_agent import DqnAgent
@@ -530,45 +529,21 @@ def test_killed_copier_is_named(script, in_tmp_cwd):
         output[-3000:]
 
 
-PRELOAD_SCRIPT = textwrap.dedent("""
-    import sys
-    sys.path.insert(0, {tests!r})
-    from test_async_rl import AFFINITY, cartpole_agent, cartpole_dqn
-    from rlframe.envs.gym import make as gym_make
-    from rlframe.runners.async_rl import AsyncRl
-    from rlframe.runners.async_rl.launch import AsyncRlLaunch
-    from rlframe.samplers.async_.serial_sampler import AsyncSerialSampler
-    from rlframe.utils.launching.affinity import make_affinity
-
-    class Stop(Exception):
-        pass
-
-    def launch_workers(self, n_itr):
-        print("torch._dynamo imported:", "torch._dynamo" in sys.modules, flush=True)
-        raise Stop
-
-    if __name__ == "__main__":
-        assert "torch._dynamo" not in sys.modules, "imported before the run: nothing to test"
-        AsyncRlLaunch.launch_workers = launch_workers
-        sampler = AsyncSerialSampler(EnvCls=gym_make, env_kwargs=dict(id="CartPole-v1"),
-                                     batch_T=8, batch_B=2, max_decorrelation_steps=0)
-        runner = AsyncRl(algo=cartpole_dqn(), agent=cartpole_agent(), sampler=sampler,
-                         n_steps=1e4, affinity=make_affinity(**AFFINITY), seed=0)
-        try:
-            runner.train()
-        except Stop:
-            pass
-""")
-
 
 def test_torch_dynamo_is_imported_before_the_children_start(tmp_path):
     """Building the optimizer imports torch._dynamo (seconds); once the children run, a
     child's failure interrupts the master, and an import cut short would leave it
     half-imported for the rest of the process (every later optimizer failing). AsyncRl
     imports it before it starts them."""
-    script = tmp_path / "preload.py"
-    script.write_text(PRELOAD_SCRIPT.format(tests=os.path.dirname(os.path.abspath(__file__))))
-    result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
-                            text=True, timeout=120)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "torch._dynamo imported: True" in result.stdout
+    assert torch_dynamo_imported_at(
+        tmp_path, imports=(
+            "from test_async_rl import AFFINITY, cartpole_agent, cartpole_dqn\n"
+            "from rlframe.envs.gym import make as gym_make\n"
+            "from rlframe.runners.async_rl import AsyncRl\n"
+            "from rlframe.samplers.async_.serial_sampler import AsyncSerialSampler\n"
+            "from rlframe.utils.launching.affinity import make_affinity"),
+        patched="AsyncRl.launch_workers",
+        build=("runner = AsyncRl(algo=cartpole_dqn(), agent=cartpole_agent(), n_steps=1e4, "
+               "affinity=make_affinity(**AFFINITY), seed=0, sampler=AsyncSerialSampler("
+               "EnvCls=gym_make, env_kwargs=dict(id='CartPole-v1'), batch_T=8, batch_B=2, "
+               "max_decorrelation_steps=0))"))

@@ -13,7 +13,7 @@ import psutil
 import pytest
 import torch
 import torch.distributed as dist
-from conftest import run_dirs, start_script, wait_for_line
+from conftest import run_dirs, start_script, torch_dynamo_imported_at, wait_for_line
 from shm_helpers import assert_no_new_shm, shm_entries
 
 from rlframe.agents.dqn.dqn_agent import DqnAgent
@@ -508,39 +508,16 @@ def test_a_ranks_report_is_kept_for_every_look_at_the_failure():
     assert first == second == "rank 1 failed:\nTraceback ...\nValueError: env exploded"
 
 
-PRELOAD_SCRIPT = """
-import sys
-sys.path.insert(0, {tests!r})
-from test_sync_rl import TWO_RANKS, cartpole_ppo, cartpole_sampler
-from rlframe.agents.pg.categorical import CategoricalPgAgent
-from rlframe.runners.sync_rl import SyncRl
-
-class Stop(Exception):
-    pass
-
-def start_ranks(self, backend):
-    print("torch._dynamo imported:", "torch._dynamo" in sys.modules, flush=True)
-    raise Stop
-
-if __name__ == "__main__":
-    assert "torch._dynamo" not in sys.modules, "imported before the run: nothing to test"
-    SyncRl._start_ranks = start_ranks
-    runner = SyncRl(algo=cartpole_ppo(), agent=CategoricalPgAgent(), seed=0,
-                    sampler=cartpole_sampler(batch_T=16, eval_n_envs=0), n_steps=256,
-                    log_interval_steps=128, affinity=TWO_RANKS)
-    try:
-        runner.train()
-    except Stop:
-        pass
-"""
-
 
 def test_torch_dynamo_is_imported_before_the_ranks_start(tmp_path):
     """As in AsyncRl: rank 0 imports torch._dynamo, which building its optimizer imports
     (seconds), before it starts the other ranks, whose failure interrupts it."""
-    script = tmp_path / "preload.py"
-    script.write_text(PRELOAD_SCRIPT.format(tests=os.path.dirname(os.path.abspath(__file__))))
-    result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
-                            text=True, timeout=120)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "torch._dynamo imported: True" in result.stdout
+    assert torch_dynamo_imported_at(
+        tmp_path, imports=(
+            "from test_sync_rl import TWO_RANKS, cartpole_ppo, cartpole_sampler\n"
+            "from rlframe.agents.pg.categorical import CategoricalPgAgent\n"
+            "from rlframe.runners.sync_rl import SyncRl"),
+        patched="SyncRl._start_ranks",
+        build=("runner = SyncRl(algo=cartpole_ppo(), agent=CategoricalPgAgent(), seed=0, "
+               "sampler=cartpole_sampler(batch_T=16, eval_n_envs=0), n_steps=256, "
+               "log_interval_steps=128, affinity=TWO_RANKS)"))
