@@ -11,7 +11,7 @@ import psutil
 import pytest
 import torch
 from async_helpers import RecordingSerialSampler, params_digest, slow_env
-from conftest import start_script, torch_dynamo_imported_at, wait_for_line
+from conftest import start_script, wait_for_line
 from shm_helpers import assert_no_new_shm, shm_entries
 
 from rlframe.agents.dqn.dqn_agent import DqnAgent
@@ -527,23 +527,3 @@ def test_killed_copier_is_named(script, in_tmp_cwd):
     assert process.returncode != 0
     assert "AsyncRlError" in output and "memory copier" in output and "signal 9" in output, \
         output[-3000:]
-
-
-
-def test_torch_dynamo_is_imported_before_the_children_start(tmp_path):
-    """Building the optimizer imports torch._dynamo (seconds); once the children run, a
-    child's failure interrupts the master, and an import cut short would leave it
-    half-imported for the rest of the process (every later optimizer failing). AsyncRl
-    imports it before it starts them."""
-    assert torch_dynamo_imported_at(
-        tmp_path, imports=(
-            "from test_async_rl import AFFINITY, cartpole_agent, cartpole_dqn\n"
-            "from rlframe.envs.gym import make as gym_make\n"
-            "from rlframe.runners.async_rl import AsyncRl\n"
-            "from rlframe.samplers.async_.serial_sampler import AsyncSerialSampler\n"
-            "from rlframe.utils.launching.affinity import make_affinity"),
-        patched="AsyncRl.launch_workers",
-        build=("runner = AsyncRl(algo=cartpole_dqn(), agent=cartpole_agent(), n_steps=1e4, "
-               "affinity=make_affinity(**AFFINITY), seed=0, sampler=AsyncSerialSampler("
-               "EnvCls=gym_make, env_kwargs=dict(id='CartPole-v1'), batch_T=8, batch_B=2, "
-               "max_decorrelation_steps=0))"))

@@ -164,3 +164,48 @@ def test_the_watchdog_stays_quiet_when_the_run_stops_in_time(supervisor):
     running[0] = False
     supervisor.watchdog.join(5.)
     assert fired == []
+
+
+_WATCHDOG_IMPORTS = """
+import multiprocessing as mp
+import os
+import signal
+import sys
+import threading
+import time
+
+from rlframe.utils.processes import ChildSupervisor
+
+
+def sleeps():
+    time.sleep(60)
+
+
+if __name__ == "__main__":
+    assert "torch._dynamo" not in sys.modules, "imported before the watchdog: nothing to test"
+    supervisor = ChildSupervisor(mp.get_context("fork"))
+    process = supervisor.add("worker", sleeps)
+    supervisor.start()
+    seen = threading.Event()
+    supervisor.start_watchdog(
+        lambda: not seen.is_set(), grace_s=0., on_grace_passed=lambda message: None,
+        on_failure=lambda message: (print("torch._dynamo imported:",
+                                          "torch._dynamo" in sys.modules, flush=True),
+                                    seen.set()))
+    os.kill(process.pid, signal.SIGKILL)
+    assert seen.wait(30.)
+    process.join(10.)
+"""
+
+
+def test_torch_dynamo_is_imported_before_the_watchdog_can_interrupt(tmp_path):
+    """Runners build their first optimizer, which imports torch._dynamo (seconds), after
+    their children start. A watchdog interrupt landing in that import would leave the
+    module half-imported for the rest of the process (every later optimizer failing), so
+    the watchdog imports it before its thread starts: a failure it sees finds it there."""
+    script = tmp_path / "watchdog_imports.py"
+    script.write_text(_WATCHDOG_IMPORTS)
+    result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "torch._dynamo imported: True" in result.stdout, result.stdout[-3000:]

@@ -13,7 +13,7 @@ import psutil
 import pytest
 import torch
 import torch.distributed as dist
-from conftest import run_dirs, start_script, torch_dynamo_imported_at, wait_for_line
+from conftest import run_dirs, start_script, wait_for_line
 from shm_helpers import assert_no_new_shm, shm_entries
 
 from rlframe.agents.dqn.dqn_agent import DqnAgent
@@ -506,18 +506,3 @@ def test_a_ranks_report_is_kept_for_every_look_at_the_failure():
     first = runner._find_failure()  # The watchdog drains the queue.
     second = runner._find_failure()  # Shutdown, in the main thread, looks again.
     assert first == second == "rank 1 failed:\nTraceback ...\nValueError: env exploded"
-
-
-
-def test_torch_dynamo_is_imported_before_the_ranks_start(tmp_path):
-    """As in AsyncRl: rank 0 imports torch._dynamo, which building its optimizer imports
-    (seconds), before it starts the other ranks, whose failure interrupts it."""
-    assert torch_dynamo_imported_at(
-        tmp_path, imports=(
-            "from test_sync_rl import TWO_RANKS, cartpole_ppo, cartpole_sampler\n"
-            "from rlframe.agents.pg.categorical import CategoricalPgAgent\n"
-            "from rlframe.runners.sync_rl import SyncRl"),
-        patched="SyncRl._start_ranks",
-        build=("runner = SyncRl(algo=cartpole_ppo(), agent=CategoricalPgAgent(), seed=0, "
-               "sampler=cartpole_sampler(batch_T=16, eval_n_envs=0), n_steps=256, "
-               "log_interval_steps=128, affinity=TWO_RANKS)"))

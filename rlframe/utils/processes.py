@@ -403,6 +403,11 @@ class ChildSupervisor:
                     return
                 time.sleep(poll_s)
 
+        # An interrupt that cuts short an import the main thread is making leaves that module
+        # half-imported for the rest of the process. Runners build their first torch
+        # optimizer, which imports torch._dynamo (seconds), after their children start:
+        # import it now, before this thread can interrupt anything.
+        import torch._dynamo  # noqa: F401
         self.watchdog = threading.Thread(target=watch, daemon=True, name=name)
         self.watchdog.start()
         return self.watchdog

@@ -72,10 +72,6 @@ class AsyncRlLaunch(MinibatchRlBase):
         resume_from = self.logger.get_resume_snapshot()
         snapshot = None if resume_from is None else resume.load_async_snapshot(self, resume_from)
         self._start_sampler_itr = 0 if snapshot is None else snapshot["sampler_itr"] + 1
-        # Building the optimizer imports torch._dynamo (seconds). Import it before the
-        # children start: once they run, a child's failure interrupts this thread, and an
-        # import cut short leaves a module half-imported for the rest of the process.
-        import torch._dynamo  # noqa: F401
         self.launch_workers(n_itr)
         throttle = self.optim_startup()
         # A resumed run's throttle came with the snapshot, before the children started.

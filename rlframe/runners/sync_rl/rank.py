@@ -91,9 +91,6 @@ class SyncRank(MinibatchRlBase):
             self.logger.log(f"Joined torchrun's process group: rank {self.rank} of "
                             f"{self.world_size}, backend {backend}.")
         elif self.is_rank0:  # SyncRankLauncher's part.
-            # As in AsyncRl: the optimizer's lazy import of torch._dynamo (seconds) is done
-            # before the ranks start, so that a rank's failure cannot interrupt it halfway.
-            import torch._dynamo  # noqa: F401
             self._ctrl_group = self._start_ranks(backend)  # type: ignore[attr-defined]
         else:  # Started by rank 0, with seed and init_method set (_become_rank).
             self._ctrl_group = init_process_group(backend, self.rank, self.world_size,
