@@ -97,6 +97,27 @@ def test_set_torch_threads():
         torch.set_num_threads(n_threads)
 
 
+def test_more_torch_threads_than_cpus_warns_with_the_key(monkeypatch):
+    """A thread count above the CPUs the process may use is named in a warning; within
+    them, or without a key to name (autotune's trials), nothing is said."""
+    n_threads = torch.get_num_threads()
+    monkeypatch.setattr(pinning, "usable_cpus", lambda: [3])
+    try:
+        with pytest.warns(UserWarning) as caught:
+            assert set_torch_threads(2, "master_torch_threads") == 2
+        assert [str(w.message) for w in caught] == [
+            "master_torch_threads=2 torch threads, but this process may run on 1 CPU(s) [3]: "
+            "the threads would take turns on the same cores. Set master_torch_threads to at "
+            "most 1, or give the process more CPUs."]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            set_torch_threads(1, "master_torch_threads")
+            set_torch_threads(2)
+            set_torch_threads(None, "master_torch_threads")
+    finally:
+        torch.set_num_threads(n_threads)
+
+
 def test_affinity_module_reexports_pinning():
     """rlpyt scripts import these from the affinity module."""
     for name in ("SYNC_AFFINITY_KEYS", "ASYNC_AFFINITY_KEYS", "OPTIMIZER_AFFINITY_KEYS",

@@ -230,7 +230,8 @@ class MinibatchRlBase(LogPointsMixin, SnapshotMixin, BaseRunner):
         pin_master(self.affinity)
         cpu_affin = p.cpu_affinity() if hasattr(p, "cpu_affinity") else "UNAVAILABLE"
         self.logger.log(f"Runner {self.rank} master CPU affinity: {cpu_affin}.")
-        n_threads = set_torch_threads(self.affinity.get("master_torch_threads"))
+        n_threads = set_torch_threads(self.affinity.get("master_torch_threads"),
+                                      "master_torch_threads")
         self.logger.log(f"Runner {self.rank} master Torch threads: {n_threads}.")
         if self.seed is None:
             self.seed = make_seed()

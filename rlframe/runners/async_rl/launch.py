@@ -188,7 +188,8 @@ class AsyncRlLaunch(MinibatchRlBase):
             self._original_cpus = process.cpu_affinity()
         if self.affinity.get("set_affinity", True) and opt_affinity.get("set_affinity", True):
             set_cpu_affinity(opt_affinity["cpus"])
-        n_threads = set_torch_threads(opt_affinity.get("torch_threads"))
+        n_threads = set_torch_threads(opt_affinity.get("torch_threads"),
+                                      "affinity['optimizer'][0]['torch_threads']")
         self.logger.log(f"Optimizer CPUs {opt_affinity['cpus']}, Torch threads {n_threads}.")
         cuda_idx = opt_affinity.get("cuda_idx")
         if self.world_size > 1:

@@ -154,7 +154,8 @@ class AsyncOptWorker:
         """Pin, seed, join the process group, then :func:`prepare_optimizer_rank`."""
         if self.affinity.get("set_affinity", True):
             set_cpu_affinity(self.affinity["cpus"])
-        set_torch_threads(self.affinity.get("torch_threads"))
+        set_torch_threads(self.affinity.get("torch_threads"),
+                          f"affinity['optimizer'][{self.rank}]['torch_threads']")
         set_seed(self.seed + 100 * (self.rank - 1))
         cuda_idx = self.affinity.get("cuda_idx")
         if cuda_idx is not None:

@@ -272,12 +272,21 @@ def pin_master(affinity: dict) -> None:
         set_cpu_affinity(affinity["master_cpus"])
 
 
-def set_torch_threads(n_threads: int | None) -> int:
+def set_torch_threads(n_threads: int | None, name: str | None = None) -> int:
     """Set torch's intra-op thread count; returns the count in use.
 
     Args:
         n_threads: thread count, or None to leave it as is.
+        name: the affinity key ``n_threads`` came from. With a name, a count above the
+            CPUs this process may run on draws a warning that names the key: threads that
+            take turns on one core make every matrix operation slower, not faster.
     """
     if n_threads is not None:
         torch.set_num_threads(int(n_threads))
+        allowed = usable_cpus()
+        if name is not None and allowed is not None and int(n_threads) > len(allowed):
+            warnings.warn(f"{name}={n_threads} torch threads, but this process may run on "
+                          f"{len(allowed)} CPU(s) {allowed}: the threads would take turns "
+                          f"on the same cores. Set {name} to at most {len(allowed)}, or give "
+                          "the process more CPUs.", stacklevel=2)
     return torch.get_num_threads()
