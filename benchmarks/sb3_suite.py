@@ -7,6 +7,8 @@ Needs stable-baselines3 and gymnasium's MuJoCo envs (``pip install stable-baseli
     python benchmarks/sb3_suite.py benchmarks/suite/mujoco_1m.json -o results/sb3 \\
         [--only sac_Hopper-v5 ...] [--evals 20] [--eval-episodes 5] [--n-steps N]
         [--seeds K]
+    python benchmarks/sb3_suite.py benchmarks/suite/mujoco_1m.json -o results/sb3 \\
+        --evaluate-final 50 [--eval-seed 100] [--only ...]
     rlframe report results/mujoco results/sb3 --suite benchmarks/suite/mujoco_1m.json
 
 For each entry (PPO, SAC or TD3 on a MuJoCo env) and seed, SB3 trains for the entry's
@@ -19,12 +21,16 @@ statistics, rewards unnormalized), as rlframe's evaluating runner does. Each run
 SB3's version) and a ``progress.csv`` with rlframe's columns (``Diagnostics/CumSteps``,
 ``Diagnostics/CumTime (s)``, ``ReturnAverage``, ``ReturnStd``, ``TrajsInEval``), so the
 report groups it as a setting of its own. A finished run holds ``suite_done.json`` and is
-not run again. At every evaluation a run saves a checkpoint (``sb3_checkpoint/``: the
-model, its replay buffer or VecNormalize statistics, the rows and time so far); a stopped
-run continues from it when the script runs again (PPO's partial rollout and the random
-number generators' states are not kept, so the continued run is not the one an
-uninterrupted run would have been). Entries of other algorithms or envs are listed and
-left out.
+not run again; its final model stays in ``final_model/`` (the model, and PPO's
+VecNormalize statistics), so that ``--evaluate-final N`` can play each finished run's
+final policy for N episodes, one after another, deterministically (as its evaluations
+did) and write ``final_policy_eval.json`` in the layout of ``rlframe evaluate --json``:
+the same reading of a final policy in both frameworks. At every evaluation a run saves
+a checkpoint (``sb3_checkpoint/``: the model, its replay buffer or VecNormalize
+statistics, the rows and time so far); a stopped run continues from it when the script
+runs again (PPO's partial rollout and the random number generators' states are not
+kept, so the continued run is not the one an uninterrupted run would have been).
+Entries of other algorithms or envs are listed and left out.
 """
 from __future__ import annotations
 
@@ -101,6 +107,8 @@ def make_model(entry: SuiteEntry, seed: int, settings: dict):
 
 
 CHECKPOINT = "sb3_checkpoint"  # The model (with its replay or VecNormalize) at the last evaluation.
+FINAL = "final_model"  # A finished run's model (with PPO's VecNormalize statistics).
+FINAL_EVAL = "final_policy_eval.json"
 
 
 def save_checkpoint(model, env, run_dir: str, steps: int, elapsed: float,
@@ -216,9 +224,60 @@ def train_run(entry: SuiteEntry, seed: int, run_dir: str, evals: int, episodes: 
         progress.close()
         eval_env.close()
         env.close()
+    final = os.path.join(run_dir, FINAL)
+    os.makedirs(final, exist_ok=True)
+    model.save(os.path.join(final, "model.zip"))
+    if isinstance(env, VecNormalize):
+        env.save(os.path.join(final, "vecnormalize.pkl"))
     with open(os.path.join(run_dir, DONE_FILE), "w") as f:
         json.dump(dict(n_steps=entry.n_steps, seconds=time.perf_counter() - start), f)
     shutil.rmtree(os.path.join(run_dir, CHECKPOINT), ignore_errors=True)
+
+
+def evaluate_final(entry: SuiteEntry, run_dir: str, episodes: int, seed: int) -> dict:
+    """Play the final policy of a finished run for ``episodes`` episodes, one after another,
+    deterministically; returns and writes (``final_policy_eval.json``) each episode's
+    return and length and their summary, in the layout of ``rlframe evaluate --json``.
+
+    Episode ``i`` resets the env with seed ``seed + i``.
+    """
+    import gymnasium as gym
+    import numpy as np
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+
+    folder = os.path.join(run_dir, FINAL)
+    model = sb3_class(entry.algo).load(os.path.join(folder, "model.zip"), device="cpu")
+    normalizer = None
+    if os.path.isfile(os.path.join(folder, "vecnormalize.pkl")):
+        normalizer = VecNormalize.load(os.path.join(folder, "vecnormalize.pkl"),
+                                       DummyVecEnv([lambda: gym.make(entry.env_id)]))
+    env = gym.make(entry.env_id)
+    results = []
+    try:
+        for episode in range(episodes):
+            obs, _ = env.reset(seed=seed + episode)
+            total, length, terminated, truncated = 0., 0, False, False
+            while not (terminated or truncated):
+                if normalizer is not None:
+                    obs = normalizer.normalize_obs(obs)
+                action, _ = model.predict(obs, deterministic=True)
+                obs, reward, terminated, truncated, _ = env.step(action)
+                total, length = total + float(reward), length + 1
+            results.append({"return": total, "length": length, "timeout": bool(truncated)})
+    finally:
+        env.close()
+    stats = {}
+    for key in ("return", "length"):
+        values = np.array([r[key] for r in results], dtype=float)
+        stats[key] = dict(mean=float(values.mean()), std=float(values.std()),
+                          min=float(values.min()), max=float(values.max()))
+    with open(os.path.join(run_dir, DONE_FILE)) as f:
+        n_steps = json.load(f)["n_steps"]
+    out = dict(snapshot=os.path.join(folder, "model.zip"), cum_steps=n_steps,
+               deterministic=True, seed=seed, summary=stats, episodes=results)
+    with open(os.path.join(run_dir, FINAL_EVAL), "w") as f:
+        json.dump(out, f, indent=2)
+    return out
 
 
 def main() -> None:
@@ -233,9 +292,17 @@ def main() -> None:
                              "script; the report then compares other budgets)")
     parser.add_argument("--seeds", type=int, default=None,
                         help="run only the first SEEDS seeds of each entry")
+    parser.add_argument("--evaluate-final", type=int, default=None, metavar="EPISODES",
+                        help="train nothing: play each finished run's final policy for "
+                             "EPISODES episodes and write its final_policy_eval.json")
+    parser.add_argument("--eval-seed", type=int, default=100,
+                        help="with --evaluate-final: episode i resets the env with seed "
+                             "EVAL_SEED + i (default: 100)")
     args = parser.parse_args()
-    if min(args.evals, args.eval_episodes, args.n_steps or 1, args.seeds or 1) < 1:
-        parser.error("--evals, --eval-episodes, --n-steps and --seeds must be positive")
+    if min(args.evals, args.eval_episodes, args.n_steps or 1, args.seeds or 1,
+           1 if args.evaluate_final is None else args.evaluate_final) < 1:
+        parser.error("--evals, --eval-episodes, --n-steps, --seeds and --evaluate-final "
+                     "must be positive")
     try:
         import stable_baselines3  # noqa: F401
     except ImportError as e:
@@ -263,6 +330,19 @@ def main() -> None:
             entry = dataclasses.replace(entry, n_steps=args.n_steps)
         for seed in entry.seeds[:args.seeds]:
             run_dir = os.path.join(args.out, f"{entry.label}_sb3", f"run_{seed}")
+            if args.evaluate_final is not None:
+                if not all(os.path.isfile(os.path.join(run_dir, name))
+                           for name in (DONE_FILE, os.path.join(FINAL, "model.zip"))):
+                    print(f"{entry.label}_sb3/run_{seed}: no final model (not finished, or "
+                          f"finished before runs kept {FINAL}/)", flush=True)
+                    continue
+                result = evaluate_final(entry, run_dir, args.evaluate_final, args.eval_seed)
+                ret = result["summary"]["return"]
+                print(f"{entry.label}_sb3/run_{seed}: final policy, {args.evaluate_final} "
+                      f"episodes: return {ret['mean']:.1f} +- {ret['std']:.1f} (min "
+                      f"{ret['min']:.1f}, max {ret['max']:.1f}), mean length "
+                      f"{result['summary']['length']['mean']:.1f}", flush=True)
+                continue
             if os.path.isfile(os.path.join(run_dir, DONE_FILE)):
                 print(f"{entry.label}_sb3/run_{seed}: done", flush=True)
                 continue
