@@ -242,8 +242,9 @@ def evaluate_final(entry: SuiteEntry, run_dir: str, episodes: int, seed: int) ->
     Episode ``i`` resets the env with seed ``seed + i``.
     """
     import gymnasium as gym
-    import numpy as np
     from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+
+    from rlframe.cli.evaluate import Episode, summarize
 
     folder = os.path.join(run_dir, FINAL)
     model = sb3_class(entry.algo).load(os.path.join(folder, "model.zip"), device="cpu")
@@ -263,18 +264,14 @@ def evaluate_final(entry: SuiteEntry, run_dir: str, episodes: int, seed: int) ->
                 action, _ = model.predict(obs, deterministic=True)
                 obs, reward, terminated, truncated, _ = env.step(action)
                 total, length = total + float(reward), length + 1
-            results.append({"return": total, "length": length, "timeout": bool(truncated)})
+            results.append(Episode(return_=total, length=length, timeout=bool(truncated)))
     finally:
         env.close()
-    stats = {}
-    for key in ("return", "length"):
-        values = np.array([r[key] for r in results], dtype=float)
-        stats[key] = dict(mean=float(values.mean()), std=float(values.std()),
-                          min=float(values.min()), max=float(values.max()))
     with open(os.path.join(run_dir, DONE_FILE)) as f:
         n_steps = json.load(f)["n_steps"]
     out = dict(snapshot=os.path.join(folder, "model.zip"), cum_steps=n_steps,
-               deterministic=True, seed=seed, summary=stats, episodes=results)
+               deterministic=True, seed=seed, summary=summarize(results),
+               episodes=[episode.to_dict() for episode in results])
     with open(os.path.join(run_dir, FINAL_EVAL), "w") as f:
         json.dump(out, f, indent=2)
     return out
