@@ -42,9 +42,17 @@ import os
 import shutil
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from rlframe.cli.benchmark import record_system
 from rlframe.presets.suite import SuiteError, SuiteEntry, load_suite
+
+if TYPE_CHECKING:
+    import gymnasium as gym
+    from stable_baselines3.common.base_class import BaseAlgorithm
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    from rlframe.cli.evaluate import Episode
 
 MUJOCO = ("HalfCheetah", "Hopper", "Walker2d", "Ant", "Humanoid", "Swimmer")
 # RL Zoo's MuJoCo settings (SB3's defaults otherwise). PPO normalizes observations and
@@ -153,6 +161,24 @@ def load_checkpoint(entry: SuiteEntry, seed: int, run_dir: str, settings: dict):
     return model, env, state
 
 
+def play_episode(model: BaseAlgorithm, env: gym.Env, normalizer: VecNormalize | None,
+                 seed: int) -> Episode:
+    """Play one episode of ``model``'s deterministic policy in the gymnasium ``env``, reset
+    with ``seed``; ``normalizer`` (a VecNormalize or None) normalizes each observation.
+    Returns the episode as ``rlframe.cli.evaluate.Episode``."""
+    from rlframe.cli.evaluate import Episode
+
+    obs, _ = env.reset(seed=seed)
+    total, length, terminated, truncated = 0., 0, False, False
+    while not (terminated or truncated):
+        if normalizer is not None:
+            obs = normalizer.normalize_obs(obs)
+        action, _ = model.predict(obs, deterministic=True)
+        obs, reward, terminated, truncated, _ = env.step(action)
+        total, length = total + float(reward), length + 1
+    return Episode(return_=total, length=length, timeout=bool(truncated))
+
+
 def train_run(entry: SuiteEntry, seed: int, run_dir: str, evals: int, episodes: int) -> None:
     """Train one SB3 run, evaluating ``evals`` times, and write its run directory; a run
     with a checkpoint continues from it."""
@@ -188,19 +214,11 @@ def train_run(entry: SuiteEntry, seed: int, run_dir: str, evals: int, episodes: 
     writer.writerows(rows)
     progress.flush()  # A resumed run's earlier rows are readable before its next one.
 
+    normalizer = env if isinstance(env, VecNormalize) else None
+
     def evaluate(steps: int, row: int) -> None:
-        returns = []
-        for episode in range(episodes):
-            obs, _ = eval_env.reset(seed=10_000 * (seed + 1) + episode)
-            total, done = 0., False
-            while not done:
-                if isinstance(env, VecNormalize):
-                    obs = env.normalize_obs(obs)
-                action, _ = model.predict(obs, deterministic=True)
-                obs, reward, terminated, truncated, _ = eval_env.step(action)
-                total += float(reward)
-                done = terminated or truncated
-            returns.append(total)
+        returns = [play_episode(model, eval_env, normalizer, 10_000 * (seed + 1) + episode).return_
+                   for episode in range(episodes)]
         rows.append([row, steps, time.perf_counter() - start, float(np.mean(returns)),
                      float(np.std(returns)), len(returns)])
         writer.writerow(rows[-1])
@@ -239,12 +257,14 @@ def evaluate_final(entry: SuiteEntry, run_dir: str, episodes: int, seed: int) ->
     deterministically; returns and writes (``final_policy_eval.json``) each episode's
     return and length and their summary, in the layout of ``rlframe evaluate --json``.
 
-    Episode ``i`` resets the env with seed ``seed + i``.
+    Episode ``i`` resets the env with seed ``seed + i``. SB3's PPO finishes the rollout it
+    is in when it reaches ``n_steps``, and learns from it, so its final policy has seen up to
+    one rollout more than the policy of the run's last evaluation (TD3's and SAC's have not).
     """
     import gymnasium as gym
     from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
-    from rlframe.cli.evaluate import Episode, summarize
+    from rlframe.cli.evaluate import summarize
 
     folder = os.path.join(run_dir, FINAL)
     model = sb3_class(entry.algo).load(os.path.join(folder, "model.zip"), device="cpu")
@@ -253,18 +273,9 @@ def evaluate_final(entry: SuiteEntry, run_dir: str, episodes: int, seed: int) ->
         normalizer = VecNormalize.load(os.path.join(folder, "vecnormalize.pkl"),
                                        DummyVecEnv([lambda: gym.make(entry.env_id)]))
     env = gym.make(entry.env_id)
-    results = []
     try:
-        for episode in range(episodes):
-            obs, _ = env.reset(seed=seed + episode)
-            total, length, terminated, truncated = 0., 0, False, False
-            while not (terminated or truncated):
-                if normalizer is not None:
-                    obs = normalizer.normalize_obs(obs)
-                action, _ = model.predict(obs, deterministic=True)
-                obs, reward, terminated, truncated, _ = env.step(action)
-                total, length = total + float(reward), length + 1
-            results.append(Episode(return_=total, length=length, timeout=bool(truncated)))
+        results = [play_episode(model, env, normalizer, seed + episode)
+                   for episode in range(episodes)]
     finally:
         env.close()
     with open(os.path.join(run_dir, DONE_FILE)) as f:

@@ -4,6 +4,7 @@ The figures themselves are not checked here: they depend on the machine and
 its load. This only keeps the scripts working as the framework changes.
 """
 import importlib.util
+import csv
 import json
 import os
 import re
@@ -163,27 +164,37 @@ def test_gpu_atari_ppo_refuses_a_resume_folder_without_a_snapshot(tmp_path):
 def test_sb3_suite_keeps_final_models_and_evaluates_them(tmp_path):
     """A finished SB3 run keeps its final model; --evaluate-final plays it (with PPO's
     observation statistics) and writes final_policy_eval.json as `rlframe evaluate --json`
-    lays it out; a run without a final model is named and left out."""
+    lays it out, and TD3's episode reset with the seed of training's last evaluation returns
+    what that evaluation logged (PPO's final model has also learned from the rest of its last
+    rollout); a run without a final model is named and left out."""
     pytest.importorskip("stable_baselines3")
     suite = os.path.join(ROOT, "benchmarks", "suite", "mujoco_1m.json")
     script = [sys.executable, os.path.join(BENCHMARKS, "sb3_suite.py"), suite, "-o", "out",
-              "--only", "ppo_Hopper-v5", "td3_Hopper-v5", "--seeds", "1"]
-    train = subprocess.run(script + ["--n-steps", "300", "--evals", "1", "--eval-episodes", "1"],
+              "--only", "ppo_Hopper-v5", "td3_Hopper-v5"]
+    train = subprocess.run(script + ["--seeds", "1", "--n-steps", "300", "--evals", "1",
+                                     "--eval-episodes", "1"],
                            cwd=tmp_path, capture_output=True, text=True, timeout=250)
     assert train.returncode == 0, train.stderr[-3000:]
     assert sorted(os.listdir(tmp_path / "out/ppo_Hopper-v5_sb3/run_0/final_model")) == [
         "model.zip", "vecnormalize.pkl"]
-    unfinished = tmp_path / "out/td3_Hopper-v5_sb3/run_0/suite_done.json"
-    unfinished.unlink()
-    evaluate = subprocess.run(script + ["--evaluate-final", "2", "--eval-seed", "7"],
+    # Seed 1 was not trained. Training's evaluation episode 0 of seed 0 resets with 10,000.
+    evaluate = subprocess.run(script + ["--seeds", "2", "--evaluate-final", "2",
+                                        "--eval-seed", "10000"],
                               cwd=tmp_path, capture_output=True, text=True, timeout=250)
     assert evaluate.returncode == 0, evaluate.stderr[-3000:]
-    assert re.search(r"ppo_Hopper-v5_sb3/run_0: final policy, 2 episodes: return \d+\.\d",
-                     evaluate.stdout), evaluate.stdout
-    assert "td3_Hopper-v5_sb3/run_0: no final model" in evaluate.stdout
-    with open(tmp_path / "out/ppo_Hopper-v5_sb3/run_0/final_policy_eval.json") as f:
-        result = json.load(f)
-    assert (result["cum_steps"], result["seed"], result["deterministic"]) == (300, 7, True)
-    returns = [episode["return"] for episode in result["episodes"]]
-    assert len(returns) == 2 and all(episode["length"] > 0 for episode in result["episodes"])
-    assert result["summary"]["return"]["mean"] == pytest.approx(sum(returns) / 2)
+    for label in ("ppo_Hopper-v5_sb3", "td3_Hopper-v5_sb3"):
+        assert re.search(label + r"/run_0: final policy, 2 episodes: return -?\d+\.\d",
+                         evaluate.stdout), evaluate.stdout
+        assert f"{label}/run_1: no final model" in evaluate.stdout
+        with open(tmp_path / "out" / label / "run_0/final_policy_eval.json") as f:
+            result = json.load(f)
+        assert (result["cum_steps"], result["seed"], result["deterministic"]) == (
+            300, 10000, True)
+        returns = [episode["return"] for episode in result["episodes"]]
+        assert len(returns) == 2 and all(episode["length"] > 0
+                                         for episode in result["episodes"])
+        assert result["summary"]["return"]["mean"] == pytest.approx(sum(returns) / 2)
+    with open(tmp_path / "out/td3_Hopper-v5_sb3/run_0/progress.csv") as f:
+        last = list(csv.DictReader(f))[-1]
+    assert (int(last["Diagnostics/CumSteps"]), int(last["TrajsInEval"])) == (300, 1)
+    assert returns[0] == pytest.approx(float(last["ReturnAverage"]))
