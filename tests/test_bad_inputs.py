@@ -819,6 +819,21 @@ COMMAND_LINE = [
          no_data=True),
     Case("train_log_interval_steps_0", lambda: ppo_train("--log-interval-steps", "0"), USAGE,
          ("argument --log-interval-steps: not a positive whole number: '0'",), no_data=True),
+    Case("train_positionals_as_options",
+         lambda: main(["train", "--algo", "ppo", "--env", "CartPole-v1"]), USAGE,
+         ("rlframe train: error: unrecognized arguments: --algo --env (ALGO is positional: "
+          "give it without --algo; ENV_ID is positional: give it without --env)",),
+         no_data=True),
+    Case("train_underscored_option", lambda: ppo_train("--n_steps", "64"), USAGE,
+         ("rlframe train: error: unrecognized arguments: --n_steps 64 (did you mean "
+          "--n-steps for --n_steps?)",), no_data=True),
+    Case("train_misspelled_option", lambda: ppo_train("--log-intervall-steps=64"), USAGE,
+         ("unrecognized arguments: --log-intervall-steps=64 (did you mean "
+          "--log-interval-steps for --log-intervall-steps?)",), no_data=True),
+    Case("train_stray_argument", lambda: ppo_train("extra"), USAGE,
+         ("rlframe train: error: unrecognized arguments: extra",), no_data=True),
+    Case("unknown_top_level_option", lambda: main(["--verbose"]), USAGE,
+         ("rlframe: error: unrecognized arguments: --verbose",)),
     Case("unknown_command", lambda: main(["trian"]), USAGE,
          ("argument COMMAND: invalid choice: 'trian'", "'train'")),
     Case("evaluate_episodes_negative", lambda: main(["evaluate", "run", "--episodes", "-1"]),

@@ -13,6 +13,7 @@ imports (torch, matplotlib) belong inside ``run``.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import sys
 
@@ -44,8 +45,38 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
-        importlib.import_module(f"rlframe.cli.{name}").add_parser(subparsers)
+        command = importlib.import_module(f"rlframe.cli.{name}").add_parser(subparsers)
+        command.set_defaults(command_parser=command)  # Reports its unrecognized arguments.
     return parser
+
+
+def unrecognized(extras: list[str], parser: argparse.ArgumentParser) -> str:
+    """The usage error for ``extras``, arguments ``parser`` does not take, with a hint for
+    each option that names a positional argument (``--algo``, ``--env``: other command lines
+    spell them as options) or is close to one of the parser's own (``--n_steps``).
+    """
+    hints = []
+    options = [s for action in parser._actions for s in action.option_strings
+               if s.startswith("--")]
+    positionals = [action for action in parser._actions if not action.option_strings]
+    for token in extras:
+        if not token.startswith("--"):
+            continue
+        name = token.split("=", 1)[0]
+        key = name.lstrip("-").replace("-", "_").lower()
+        positional = [action for action in positionals
+                      if key == action.dest or action.dest.startswith(key + "_")]
+        if positional:
+            metavar = positional[0].metavar or positional[0].dest.upper()
+            hints.append(f"{metavar} is positional: give it without {name}")
+            continue
+        close = [option for option in options if option.replace("_", "-") ==
+                 name.replace("_", "-")] or difflib.get_close_matches(name, options, n=1,
+                                                                     cutoff=0.75)
+        if close:
+            hints.append(f"did you mean {close[0]} for {name}?")
+    message = "unrecognized arguments: " + " ".join(extras)
+    return message + (f" ({'; '.join(hints)})" if hints else "")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,7 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     """
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, extras = parser.parse_known_args(argv)
+        if extras:  # Told by the command's parser, with its usage and hints.
+            getattr(args, "command_parser", parser).error(unrecognized(extras, getattr(
+                args, "command_parser", parser)))
     except SystemExit as e:  # --help, or a usage error argparse has already printed.
         return e.code if isinstance(e.code, int) else USER_ERROR_STATUS
     if args.command is None:
