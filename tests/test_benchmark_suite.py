@@ -129,6 +129,22 @@ def test_another_version_of_the_suite_is_refused(in_tmp_cwd, capsys):
     assert "holds the runs of another version of the suite" in capsys.readouterr().err
 
 
+def test_a_suite_may_correct_its_references_and_notes_and_keep_its_runs(in_tmp_cwd, capsys):
+    """What does not change a run (the description, notes, references) may change between
+    calls; what does (here n_steps) may not."""
+    suite = tiny_suite(in_tmp_cwd / "tiny.json")
+    os.makedirs("out")
+    older = json.loads(open(suite).read())
+    older["runs"][0]["reference"] = dict(score=475, steps=100000, source="an older table")
+    (in_tmp_cwd / "out" / "suite.json").write_text(json.dumps(dict(older, description="old")))
+    assert main(["benchmark", suite, "-o", "out", "--dry-run"]) == 0
+    assert "ppo_CartPole-v1/run_1: new" in capsys.readouterr().out
+    older["runs"][0]["n_steps"] = 4096
+    (in_tmp_cwd / "out" / "suite.json").write_text(json.dumps(older))
+    assert main(["benchmark", suite, "-o", "out", "--dry-run"]) == 2
+    assert "differs from" in capsys.readouterr().err
+
+
 def test_only_runs_the_named_entries(in_tmp_cwd, capsys):
     suite = in_tmp_cwd / "two.json"
     suite.write_text(json.dumps(dict(name="two", runs=[

@@ -258,3 +258,61 @@ def test_compare_bad_input(runs, baseline, capsys, pair, message):
     assert main(["report", str(runs), str(baseline), str(runs.parent / "other"),
                  "--compare", *pair]) == 2
     assert message in capsys.readouterr().err
+
+
+def atari_suite(path, keys):
+    """A suite of two Atari entries whose references name the columns ``keys``."""
+    runs = [dict(algo="ppo", env_id=game, n_steps=300, seeds=3,
+                 reference=dict(score=score, steps=10 ** 7, source="a benchmark table",
+                                **({} if key is None else dict(key=key))))
+            for game, score, key in (("breakout", 400, keys[0]), ("pong", 20, keys[1]))]
+    path.write_text(json.dumps(dict(name="atari", runs=runs)))
+    return str(path)
+
+
+@pytest.fixture
+def atari_runs(in_tmp_cwd):
+    """``out/ppo_breakout`` and ``out/ppo_pong``, 3 runs each, logging the clipped return
+    (ReturnAverage) and the game score (GameScoreAverage, 10 times it)."""
+    for label, game in (("ppo_breakout", "breakout"), ("ppo_pong", "pong")):
+        for seed, final in enumerate([1., 2., 4.]):
+            run_dir = in_tmp_cwd / "out" / label / f"run_{seed}"
+            os.makedirs(run_dir)
+            (run_dir / "params.json").write_text(json.dumps(dict(env_id=game, seed=seed,
+                                                                 run_ID=seed)))
+            (run_dir / "progress.csv").write_text(
+                "Diagnostics/CumSteps,ReturnAverage,GameScoreAverage\n"
+                f"0,0,0\n300,{final},{10 * final}\n")
+    return in_tmp_cwd / "out"
+
+
+def test_a_reference_is_compared_with_the_column_it_names(atari_runs, in_tmp_cwd, capsys):
+    """Atari references are game scores: the runs are scored by GameScoreAverage, not by
+    the clipped return, unless --key says otherwise, and then the references are left out
+    and named; references of different columns need --key."""
+    suite = atari_suite(in_tmp_cwd / "atari.json", ["GameScoreAverage", "GameScoreAverage"])
+    assert main(["report", str(atari_runs), "--suite", suite, "-o", "rep"]) == 0
+    out = capsys.readouterr().out
+    # Final IQM of 10, 20, 40 (3 runs: none cut) over the reference.
+    assert "| ppo_breakout | breakout | 3 | 300 | 23.33 [" in out
+    assert "| 400 at 10M (a benchmark table) | 0.06 |" in out
+    assert "| 20 at 10M (a benchmark table) | 1.17 |" in out
+    assert "Scores: GameScoreAverage at the last step" in out
+    with open(os.path.join("rep", "report.csv")) as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["reference"], r["reference_key"]) for r in rows] == [
+        ("400", "GameScoreAverage"), ("20", "GameScoreAverage")]
+
+    assert main(["report", str(atari_runs), "--suite", suite, "--key", "ReturnAverage"]) == 0
+    out = capsys.readouterr().out
+    assert "| ppo_breakout | breakout | 3 | 300 | 2.333 [" in out and "at 10M" not in out
+    assert ("References left out, being scores of another column than ReturnAverage: "
+            "ppo_breakout (GameScoreAverage), ppo_pong (GameScoreAverage).") in out
+
+    mixed = atari_suite(in_tmp_cwd / "mixed.json", ["GameScoreAverage", None])
+    assert main(["report", str(atari_runs), "--suite", mixed]) == 2
+    assert ("its references are scores of different columns (GameScoreAverage: "
+            "ppo_breakout; ReturnAverage: ppo_pong); give --key") in capsys.readouterr().err
+    # Only the settings reported count: Breakout's runs alone read its column.
+    assert main(["report", str(atari_runs / "ppo_breakout"), "--suite", mixed]) == 0
+    assert "| 400 at 10M (a benchmark table) | 0.06 |" in capsys.readouterr().out

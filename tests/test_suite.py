@@ -32,6 +32,10 @@ def test_a_suite_file_loads_with_its_runs(tmp_path):
     assert entry.run_dir("out", 1).endswith("out/ppo_CartPole-v1/run_1")
     assert load_suite(suite(seeds=[3, 7], reference=None, n_steps=1e4)).entries[0].seeds == (3, 7)
     assert entry.notes == "" and load_suite(suite(notes="RL Zoo")).entries[0].notes == "RL Zoo"
+    assert entry.reference.key == "ReturnAverage"  # Unless the reference names its column.
+    game = load_suite(suite(reference=dict(score=415, steps=10 ** 7, source="CleanRL",
+                                           key="GameScoreAverage"))).entries[0].reference
+    assert game == Reference(415., 10 ** 7, "CleanRL", "GameScoreAverage")
 
 
 def test_off_policy_runs_keep_their_replay_with_each_snapshot():
@@ -61,6 +65,11 @@ def test_off_policy_runs_keep_their_replay_with_each_snapshot():
      r"the reference score 2906 has no 'source': say where it was published"),
     (suite(reference=dict(score="high", steps=1, source="x")), "reference score must be a "
                                                                "finite number, got 'high'"),
+    (suite(reference=dict(score=1, steps=1, source="x", key="")),
+     r"runs\[0\] \(ppo on CartPole-v1\): reference key must name the progress.csv column the "
+     r"score compares with \(e.g. 'GameScoreAverage'\), got ''"),
+    (suite(reference=dict(score=1, steps=1, source="x", column="GameScore")),
+     r"reference: unknown key 'column'"),
     (suite(notes=["a"]), r"notes must be a string, got \['a'\]"),
     (suite(n_steps=0), "n_steps must be a positive whole number, got 0"),
     (suite(seeds=[1, 1]), "seeds must be a count or a list of distinct non-negative ints"),

@@ -21,6 +21,7 @@ import os
 import shutil
 import sys
 import time
+from typing import Any
 
 from rlframe.cli import CommandError
 
@@ -87,6 +88,16 @@ def logged_steps(run_dir: str) -> float | None:
     return float(steps.max()) if len(steps) else None
 
 
+def runs_of(suite: Any) -> Any:
+    """What of a suite file's JSON decides its runs: all but its description and its
+    entries' notes and references, which a suite may correct or add to while its runs
+    are kept."""
+    if not isinstance(suite, dict) or not isinstance(suite.get("runs"), list):
+        return suite
+    return [{k: v for k, v in entry.items() if k not in ("notes", "reference")}
+            if isinstance(entry, dict) else entry for entry in suite["runs"]]
+
+
 def run(args: argparse.Namespace) -> int:
     """Check the suite, print the plan, run what is not done; status 1 if a run failed."""
     from rlframe.presets.suite import SuiteError, check_experiment, entry_where, load_suite
@@ -109,10 +120,10 @@ def run(args: argparse.Namespace) -> int:
     copy = os.path.join(args.out, SUITE_COPY)
     if os.path.isfile(copy):
         with open(copy) as f:
-            if json.load(f) != suite_text:
+            if runs_of(json.load(f)) != runs_of(suite_text):
                 raise CommandError(f"{args.out} holds the runs of another version of the suite "
-                                   f"({copy} differs from {args.suite}); give a new -o, or "
-                                   "remove the folder to start over")
+                                   f"({copy} differs from {args.suite} in what its runs do); "
+                                   "give a new -o, or remove the folder to start over")
     entries = suite.entries
     if args.only:
         labels = [entry.label for entry in entries]

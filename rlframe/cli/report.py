@@ -20,7 +20,10 @@ runs against X_KEY, with its interval as a band; needs matplotlib). With --suite
 SUITE, each setting whose folder is an entry's label (as `rlframe benchmark` writes
 them) gets the entry's reference score and its final IQM as a fraction of it; the
 fractions of several tasks are pooled (IQM, mean, median with intervals) and drawn as
-a performance profile (DIR/profile.png).
+a performance profile (DIR/profile.png). A reference is a score of one column (its
+"key" in the suite, ReturnAverage unless it says otherwise: Atari's are game scores,
+GameScoreAverage); without --key the runs are scored by the column the references name,
+and a reference of another column than --key is left out of the comparison, and named.
 With --compare SETTING BASELINE (repeatable; labels as the table names the settings),
 the two settings of one task are read at the steps both reached: each one's final IQM,
 their difference and the probability that a run of SETTING ends above a run of
@@ -52,8 +55,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("-o", "--out", metavar="DIR", default=None,
                         help="also write report.md, report.csv, runs.csv and curves.png into DIR "
                              "(made if missing)")
-    parser.add_argument("--key", default="ReturnAverage",
-                        help="score column of progress.csv (default: ReturnAverage)")
+    parser.add_argument("--key", default=None,
+                        help="score column of progress.csv (default: the column the suite's "
+                             "references name, else ReturnAverage)")
     parser.add_argument("--x-key", default="CumSteps",
                         help="budget column (default: CumSteps)")
     parser.add_argument("--suite", metavar="SUITE", default=None,
@@ -91,10 +95,12 @@ def run(args: argparse.Namespace) -> int:
                            "curves.png")
     references = _references(args.suite)
     try:
-        from rlframe.utils.plotting import PlotError, format_unlogged, unlogged_runs
+        from rlframe.utils.plotting import (PlotError, find_run_dirs, format_unlogged,
+                                            unlogged_runs)
         from rlframe.utils.report.records import (comparison_rows, run_rows, setting_rows,
                                                   write_csv)
-        from rlframe.utils.report.runs import (compare_settings, comparison_table, iqm_curves,
+        from rlframe.utils.report.runs import (compare_settings, comparison_table,
+                                               experiment_of, iqm_curves,
                                                markdown_table, normalized_scores,
                                                plot_iqm_curves, plot_performance_profile,
                                                setting_reports)
@@ -102,14 +108,21 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"{e}; rlframe report needs scipy: pip install rlframe[report]"
                            ) from e
     try:
-        reports = setting_reports(args.run_dirs, args.key, args.x_key, args.confidence,
+        folders = {experiment_of(run) for run in find_run_dirs(args.run_dirs)}
+        key, references, unmatched = score_key(
+            args.key, {label: ref for label, ref in references.items() if label in folders},
+            args.suite)
+        reports = setting_reports(args.run_dirs, key, args.x_key, args.confidence,
                                   args.resamples, args.seed, args.final_window)
-        table = markdown_table(reports, args.key, args.confidence, references)
+        table = markdown_table(reports, key, args.confidence, references)
+        if unmatched:
+            table += (f"\nReferences left out, being scores of another column than {key}: "
+                      f"{unmatched}.\n")
         comparisons = compare_settings(reports, args.compare, args.confidence,
                                        args.resamples, args.seed)
         if comparisons:
             table += "\n" + comparison_table(comparisons, args.confidence)
-        waiting = unlogged_runs(args.run_dirs, args.key, args.x_key)
+        waiting = unlogged_runs(args.run_dirs, key, args.x_key)
         if waiting:
             table += f"\nLeft out, nothing logged yet: {format_unlogged(waiting)}.\n"
         print(table, end="")
@@ -126,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
                                          os.path.join(args.out, "comparisons.csv")))
             curves = iqm_curves(reports, confidence=args.confidence, seed=args.seed)
             written.append(plot_iqm_curves(curves, os.path.join(args.out, "curves.png"),
-                                           args.key, args.x_key))
+                                           key, args.x_key))
             pooled = normalized_scores(reports, references)
             if len(pooled) > 1:
                 written.append(plot_performance_profile(
@@ -136,6 +149,41 @@ def run(args: argparse.Namespace) -> int:
     except (PlotError, FileNotFoundError, ImportError) as e:
         raise CommandError(e) from e
     return 0
+
+
+def score_key(key: str | None, references: dict, suite_path: str | None
+              ) -> tuple[str, dict, str]:
+    """The score column and the references comparable with it.
+
+    Args:
+        key: ``--key`` (None: not given).
+        references: :class:`~rlframe.utils.report.runs.Reference` by entry label, of the
+            settings reported.
+        suite_path: ``--suite``, named in errors.
+
+    Returns:
+        ``(key, references of that column, the others as "label (its key)", or "")``.
+        Without ``key``: the column all references name (ReturnAverage without any).
+
+    Raises:
+        CommandError: no ``key`` and references of different columns.
+    """
+    def column(name: str) -> str:  # "Diagnostics/CumTime (s)" and "CumTime (s)" are one.
+        return name.rsplit("/", 1)[-1]
+
+    if key is None:
+        keys = sorted({column(ref.key) for ref in references.values()})
+        if len(keys) > 1:
+            by_key = "; ".join(f"{k}: " + ", ".join(label for label, ref in references.items()
+                                                    if column(ref.key) == k) for k in keys)
+            raise CommandError(f"--suite {suite_path}: its references are scores of "
+                               f"different columns ({by_key}); give --key, and report the "
+                               "runs of each column apart")
+        key = keys[0] if keys else "ReturnAverage"
+    same = {label: ref for label, ref in references.items() if column(ref.key) == column(key)}
+    unmatched = ", ".join(f"{label} ({ref.key})" for label, ref in references.items()
+                          if label not in same)
+    return key, same, unmatched
 
 
 def _references(suite_path: str | None) -> dict:

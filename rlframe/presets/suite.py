@@ -10,7 +10,8 @@ A suite is a JSON file (see ``benchmarks/suite/``)::
         {"algo": "ppo", "env_id": "HalfCheetah-v5", "n_steps": 1000000, "seeds": 3,
          "config": {"kwargs": {"algo": {"learning_rate": 3e-4}}},   # optional
          "reference": {"score": 2906, "steps": 1000000,              # optional
-                       "source": "CleanRL, ppo_continuous_action, HalfCheetah-v4"},
+                       "source": "CleanRL, ppo_continuous_action, HalfCheetah-v4",
+                       "key": "ReturnAverage"},                       # optional
          "label": "ppo_halfcheetah",                                  # optional
          "notes": "where the settings come from"}                     # optional
       ]
@@ -21,7 +22,9 @@ other keys of a :func:`~rlframe.presets.build_experiment` config (``kwargs``,
 ``sampler``, ``batch_B``, ``log_interval_steps``, ...). A run of an entry is the
 experiment ``build_experiment`` builds from ``config`` with the entry's ``algo``,
 ``env_id``, ``n_steps`` and the seed; it lives in ``<out>/<label>/run_<seed>``
-(``label`` defaults to ``<algo>_<env_id>``). Off-policy runs save their replay buffer
+(``label`` defaults to ``<algo>_<env_id>``). A reference's ``key`` is the progress.csv
+column its score compares with (default ``ReturnAverage``; Atari's published scores are
+game scores, ``GameScoreAverage``). Off-policy runs save their replay buffer
 with each snapshot (``checkpoint_replay=True``, unless the entry's
 ``config.kwargs.algo`` says otherwise), so that a run stopped and resumed learns as one
 that was never stopped. ``notes`` is free text for readers (where
@@ -44,7 +47,7 @@ from rlframe.utils.report.runs import Reference
 
 SUITE_KEYS = ("name", "description", "runs")
 ENTRY_KEYS = ("algo", "env_id", "n_steps", "seeds", "config", "reference", "label", "notes")
-REFERENCE_KEYS = ("score", "steps", "source")
+REFERENCE_KEYS = ("score", "steps", "source", "key")
 # Keys an entry sets itself, so its config may not.
 _ENTRY_SET = ("algo", "env_id", "n_steps", "seed", "run_ID", "log_dir", "name",
               "snapshot_mode")
@@ -237,4 +240,8 @@ def _reference(raw: Any, where: str) -> Reference | None:
     if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
         raise SuiteError(f"{where}: reference score must be a finite number, got {score!r}.")
     steps = _positive_int(raw.get("steps"), f"{where}: reference steps")
-    return Reference(float(score), steps, source.strip())
+    key = raw.get("key", "ReturnAverage")
+    if not isinstance(key, str) or not key.strip():
+        raise SuiteError(f"{where}: reference key must name the progress.csv column the score "
+                         f"compares with (e.g. 'GameScoreAverage'), got {key!r}.")
+    return Reference(float(score), steps, source.strip(), key.strip())

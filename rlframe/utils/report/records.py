@@ -19,7 +19,8 @@ def setting_rows(reports: list[SettingReport],
     """One dict per setting: its label, task, runs, steps and final window (the steps
     its final values average over; 0: the value at ``steps``); ``final_`` and ``best_``
     IQM, mean and median with their interval bounds (``_low``, ``_high``); and the
-    reference with the final IQM as a fraction of it (empty without one)."""
+    reference (score, steps, source and the column it compares with) with the final IQM as
+    a fraction of it (empty without one)."""
     rows = []
     for r in reports:
         row = dict(setting=r.label, task=r.task, runs=len(r.run_dirs), steps=int(r.steps),
@@ -32,6 +33,7 @@ def setting_rows(reports: list[SettingReport],
         ref = (references or {}).get(r.experiment)
         row.update(reference=ref.score if ref else "", reference_steps=ref.steps if ref else "",
                    reference_source=ref.source if ref else "",
+                   reference_key=ref.key if ref else "",
                    final_iqm_fraction=r.final["iqm"].point / ref.score if ref else "")
         rows.append(row)
     return rows

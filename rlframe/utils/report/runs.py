@@ -37,11 +37,14 @@ UNKNOWN_TASK = "(no env_id)"
 
 @dataclasses.dataclass(frozen=True)
 class Reference:
-    """A published score: ``score`` at ``steps`` env steps, from ``source``."""
+    """A published score: ``score`` at ``steps`` env steps, from ``source``, comparable with
+    the runs' progress.csv column ``key`` (Atari papers report the game score, which
+    rlframe logs as ``GameScoreAverage`` beside the clipped ``ReturnAverage``)."""
 
     score: float
     steps: int
     source: str
+    key: str = "ReturnAverage"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,7 +96,7 @@ def task_of(run_dir: str) -> str:
     return str(env_id) if env_id else UNKNOWN_TASK
 
 
-def _experiment(run_dir: str) -> str:
+def experiment_of(run_dir: str) -> str:
     """The name of a run's experiment folder (its parent directory)."""
     return os.path.basename(os.path.dirname(os.path.normpath(run_dir)))
 
@@ -127,7 +130,7 @@ def setting_reports(paths: Iterable[str], key: str = "ReturnAverage", x_key: str
     logged = logged_runs(find_run_dirs(paths), key, x_key)
     reports = []
     groups = group_runs(logged)
-    folders = [_experiment(runs[0]) for runs in groups.values()]
+    folders = [experiment_of(runs[0]) for runs in groups.values()]
     for (label, runs), folder in zip(groups.items(), folders):
         if folders.count(folder) == 1:  # The folder names the setting: a short label.
             label = folder
