@@ -465,13 +465,17 @@ def sb3_learn(model: Any, plan: Plan) -> WindowClock:
     return clock
 
 
-def sb3_atari_env(n_envs: int, seed: int) -> Any:
+def sb3_atari_env(n_envs: int, seed: int, env_id: str = SB3_ENV_ID, **wrapper_kwargs: Any
+                  ) -> Any:
+    """SB3's Atari vec env as RL Zoo builds it: ``make_atari_env`` (``AtariWrapper`` with
+    ``wrapper_kwargs``, in a ``DummyVecEnv``) and ``VecFrameStack`` of 4 frames."""
     import ale_py
     import gymnasium
     from stable_baselines3.common.env_util import make_atari_env
     from stable_baselines3.common.vec_env import VecFrameStack
     gymnasium.register_envs(ale_py)  # The ALE ids, PongNoFrameskip-v4 among them.
-    return VecFrameStack(make_atari_env(SB3_ENV_ID, n_envs=n_envs, seed=seed),
+    return VecFrameStack(make_atari_env(env_id, n_envs=n_envs, seed=seed,
+                                        wrapper_kwargs=wrapper_kwargs or None),
                          n_stack=FRAME_STACK)
 
 

@@ -198,3 +198,56 @@ def test_sb3_suite_keeps_final_models_and_evaluates_them(tmp_path):
         last = list(csv.DictReader(f))[-1]
     assert (int(last["Diagnostics/CumSteps"]), int(last["TrajsInEval"])) == (300, 1)
     assert returns[0] == pytest.approx(float(last["ReturnAverage"]))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_sb3_suite_ends_a_run_at_its_stop_at_return(tmp_path):
+    """An entry's stop_at_return ends SB3's run at the first evaluation that reaches it,
+    as it ends rlframe's: Hopper's return is above -1,000 at once."""
+    pytest.importorskip("stable_baselines3")
+    suite = tmp_path / "stop.json"
+    suite.write_text(json.dumps(dict(name="stop", runs=[dict(
+        algo="td3", env_id="Hopper-v5", n_steps=900, seeds=1,
+        config=dict(stop_at_return=-1000))])))
+    run = subprocess.run([sys.executable, os.path.join(BENCHMARKS, "sb3_suite.py"), str(suite),
+                          "-o", "out", "--evals", "3", "--eval-episodes", "1"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=250)
+    assert run.returncode == 0, run.stderr[-3000:]
+    with open(tmp_path / "out/td3_Hopper-v5_sb3/run_0/progress.csv") as f:
+        assert [int(row["Diagnostics/CumSteps"]) for row in csv.DictReader(f)] == [300]
+    with open(tmp_path / "out/td3_Hopper-v5_sb3/run_0/suite_done.json") as f:
+        done = json.load(f)
+    assert (done["n_steps"], done["stopped_at_return"]) == (300, -1000)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_sb3_suite_plays_atari_games_and_logs_the_game_score(tmp_path):
+    """SB3 on an Atari entry: RL Zoo's PPO on BreakoutNoFrameskip-v4, evaluated on whole
+    games; progress.csv holds the clipped return and the game score, and the final policy's
+    episodes are played as its evaluations were (sampled actions)."""
+    pytest.importorskip("stable_baselines3")
+    pytest.importorskip("ale_py")
+    suite = os.path.join(ROOT, "benchmarks", "suite", "atari_3m.json")
+    script = [sys.executable, os.path.join(BENCHMARKS, "sb3_suite.py"), suite, "-o", "out",
+              "--only", "ppo_breakout", "--seeds", "1"]
+    train = subprocess.run(script + ["--n-steps", "1024", "--evals", "1", "--eval-episodes",
+                                     "1"], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=350)
+    assert train.returncode == 0, train.stderr[-3000:]
+    run_dir = tmp_path / "out/ppo_breakout_sb3/run_0"
+    with open(run_dir / "progress.csv") as f:
+        row, = list(csv.DictReader(f))
+    assert (int(row["Diagnostics/CumSteps"]), int(row["TrajsInEval"])) == (1024, 1)
+    assert float(row["GameScoreAverage"]) >= float(row["ReturnAverage"]) >= 0
+    with open(run_dir / "params.json") as f:
+        params = json.load(f)
+    assert (params["env_id"], params["hyperparameters"]["n_envs"]) == ("breakout", 8)
+    evaluate = subprocess.run(script + ["--evaluate-final", "1"], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=200)
+    assert evaluate.returncode == 0, evaluate.stderr[-3000:]
+    with open(run_dir / "final_policy_eval.json") as f:
+        result = json.load(f)
+    episode, = result["episodes"]
+    assert result["deterministic"] is False and episode["game_score"] >= episode["return"]
