@@ -824,6 +824,11 @@ COMMAND_LINE = [
          ("rlframe train: error: unrecognized arguments: --algo --env (ALGO is positional: "
           "give it without --algo; ENV_ID is positional: give it without --env)",),
          no_data=True),
+    Case("autotune_positionals_as_options",
+         lambda: main(["autotune", "--algo=ppo", "--env-id", "CartPole-v1"]), USAGE,
+         ("rlframe autotune: error: the following arguments are required: ENV_ID (ALGO is "
+          "positional: give it without --algo; ENV_ID is positional: give it without "
+          "--env-id)",), no_data=True),
     Case("train_underscored_option", lambda: ppo_train("--n_steps", "64"), USAGE,
          ("rlframe train: error: unrecognized arguments: --n_steps 64 (did you mean "
           "--n-steps for --n_steps?)",), no_data=True),

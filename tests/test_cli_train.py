@@ -278,3 +278,13 @@ def test_gpu_affinity_keeps_the_workers_cores():
     affinity = _affinity(dict(n_parallel=2, cuda_idx=1, sampler="gpu"))
     assert affinity["cuda_idx"] == 1 and len(affinity["workers_cpus"]) == 2
     assert _affinity(dict(n_parallel=None, cuda_idx=0, sampler="serial")) == dict(cuda_idx=0)
+
+
+def test_option_hints_leave_the_parsers_own_options_and_abbreviations_alone():
+    from rlframe.cli import build_parser, option_hints
+    parser = build_parser()
+    args, _ = parser.parse_known_args(["train", "ppo", "CartPole-v1"])
+    train_parser = args.command_parser
+    assert option_hints(["ppo", "CartPole-v1", "--n-steps", "5", "--n-step=5", "--seed", "1",
+                         "--", "--log_dir", "x", "--env", "--zzz"], train_parser) == [
+        "did you mean --log-dir for --log_dir?", "ENV_ID is positional: give it without --env"]
