@@ -17,10 +17,10 @@ rlframe names it: ``breakout`` is ``BreakoutNoFrameskip-v4``) and seed, SB3 trai
 the entry's ``n_steps`` (agent steps) with RL Zoo's hyperparameters for that algorithm
 and env (``ZOO`` below; rl-baselines3-zoo's ``hyperparams/*.yml`` for the -v3/-v4
 MuJoCo envs and for ``atari``), and every ``n_steps / evals`` steps its policy is
-evaluated for ``eval_episodes`` episodes on a separate env, as RL Zoo evaluates
-(:class:`Player`): MuJoCo deterministically (PPO with the training env's observation
-statistics, rewards unnormalized), Atari with the policy as it acts, whole games with
-the game score logged. An entry's ``stop_at_return`` ends its run at the first
+evaluated for ``eval_episodes`` episodes on a separate env (:class:`Player`): MuJoCo
+deterministically (PPO with the training env's observation statistics, rewards
+unnormalized), Atari on whole games with the game score logged, PPO sampling its
+actions and DQN greedy with epsilon 0.001, as rlframe evaluates them. An entry's ``stop_at_return`` ends its run at the first
 evaluation whose ``ReturnAverage`` reaches it, as rlframe's runs end. Each run goes to
 ``OUT/<label>_sb3/run_<seed>`` with a ``params.json`` (``env_id``, the hyperparameters,
 SB3's version) and a ``progress.csv`` with rlframe's columns (``Diagnostics/CumSteps``,
@@ -95,6 +95,7 @@ DONE_FILE = "suite_done.json"
 COLUMNS = ["Diagnostics/Iteration", "Diagnostics/CumSteps", "Diagnostics/CumTime (s)",
            "ReturnAverage", "ReturnStd", "TrajsInEval"]
 ATARI_COLUMNS = COLUMNS + ["GameScoreAverage", "GameScoreStd"]
+EVAL_EPSILON = 0.001  # DQN's on Atari evaluations: rlframe's DqnAgent eps_eval.
 
 
 def atari_id(entry: SuiteEntry) -> str | None:
@@ -222,11 +223,13 @@ def load_checkpoint(entry: SuiteEntry, seed: int, run_dir: str, settings: dict):
 
 
 class Player:
-    """Plays evaluation episodes of a model's policy, as RL Zoo evaluates: on MuJoCo the
-    deterministic policy in a gymnasium env (observations normalized by ``normalizer``, a
-    VecNormalize, where training normalized them); on Atari the policy as it acts (PPO's
-    sampled actions, DQN's epsilon-greedy ones) in one env playing whole games (all lives)
-    with unclipped rewards, whose sum is the game score.
+    """Plays evaluation episodes of a model's policy: on MuJoCo the deterministic policy in
+    a gymnasium env (observations normalized by ``normalizer``, a VecNormalize, where
+    training normalized them), as RL Zoo evaluates; on Atari, in one env playing whole
+    games (all lives) with unclipped rewards, whose sum is the game score, PPO's sampled
+    actions (as RL Zoo evaluates) and DQN's greedy ones with epsilon ``EVAL_EPSILON``, as
+    rlframe's DQN agents evaluate (SB3's ``predict(deterministic=False)`` would act with
+    the training epsilon, still 0.5 halfway through its annealing).
     """
 
     def __init__(self, entry: SuiteEntry, model: BaseAlgorithm,
@@ -235,6 +238,7 @@ class Player:
         self.model, self.normalizer = model, normalizer
         self.atari = atari_id(entry) is not None
         self.deterministic = not self.atari
+        self.epsilon = EVAL_EPSILON if self.atari and entry.algo == "dqn" else None
         self.env = (make_env(entry, 0, {}, evaluation=True) if self.atari
                     else gym.make(entry.env_id))
 
@@ -249,9 +253,15 @@ class Player:
         if self.atari:
             self.env.seed(seed)
             obs = self.env.reset()
+            rng = np.random.default_rng(seed)
             clipped, score, length, done = 0., 0., 0, False
             while not done:
-                action, _ = self.model.predict(obs, deterministic=False)
+                if self.epsilon is None:
+                    action, _ = self.model.predict(obs, deterministic=False)
+                elif rng.random() < self.epsilon:
+                    action = np.array([rng.integers(self.env.action_space.n)])
+                else:
+                    action, _ = self.model.predict(obs, deterministic=True)
                 obs, rewards, dones, infos = self.env.step(action)
                 reward, done, length = float(rewards[0]), bool(dones[0]), length + 1
                 clipped, score = clipped + float(np.sign(reward)), score + reward

@@ -224,14 +224,14 @@ def test_sb3_suite_ends_a_run_at_its_stop_at_return(tmp_path):
 @pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_sb3_suite_plays_atari_games_and_logs_the_game_score(tmp_path):
-    """SB3 on an Atari entry: RL Zoo's PPO on BreakoutNoFrameskip-v4, evaluated on whole
-    games; progress.csv holds the clipped return and the game score, and the final policy's
-    episodes are played as its evaluations were (sampled actions)."""
+    """SB3 on the Atari entries: RL Zoo's PPO on BreakoutNoFrameskip-v4 and DQN on Pong,
+    evaluated on whole games; progress.csv holds the clipped return and the game score, and
+    the final policy's episodes are played as its evaluations were."""
     pytest.importorskip("stable_baselines3")
     pytest.importorskip("ale_py")
     suite = os.path.join(ROOT, "benchmarks", "suite", "atari_3m.json")
     script = [sys.executable, os.path.join(BENCHMARKS, "sb3_suite.py"), suite, "-o", "out",
-              "--only", "ppo_breakout", "--seeds", "1"]
+              "--only", "ppo_breakout", "dqn_pong", "--seeds", "1"]
     train = subprocess.run(script + ["--n-steps", "1024", "--evals", "1", "--eval-episodes",
                                      "1"], cwd=tmp_path, capture_output=True, text=True,
                            timeout=350)
@@ -251,3 +251,8 @@ def test_sb3_suite_plays_atari_games_and_logs_the_game_score(tmp_path):
         result = json.load(f)
     episode, = result["episodes"]
     assert result["deterministic"] is False and episode["game_score"] >= episode["return"]
+    with open(tmp_path / "out/dqn_pong_sb3/run_0/final_policy_eval.json") as f:
+        episode, = json.load(f)["episodes"]
+    # An untrained DQN loses almost every point of a whole game (to 21), which is longer than
+    # one point; Pong's rewards are +-1, so clipping leaves its score as it is.
+    assert episode["game_score"] == episode["return"] <= -15 and episode["length"] > 500
