@@ -16,7 +16,8 @@ import argparse
 import difflib
 import importlib
 import sys
-from typing import Any, NoReturn
+from collections.abc import Sequence
+from typing import NoReturn
 
 # The commands, in the order ``rlframe --help`` lists them: one module name each.
 COMMANDS = (
@@ -44,7 +45,9 @@ class CommandParser(argparse.ArgumentParser):
 
     argv: list[str] = []
 
-    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+    def parse_known_args(self, args: Sequence[str] | None = None,
+                         namespace: argparse.Namespace | None = None
+                         ) -> tuple[argparse.Namespace, list[str]]:
         self.argv = list(sys.argv[1:] if args is None else args)
         return super().parse_known_args(args, namespace)
 
