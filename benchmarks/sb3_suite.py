@@ -20,8 +20,9 @@ MuJoCo envs and for ``atari``), and every ``n_steps / evals`` steps its policy i
 evaluated for ``eval_episodes`` episodes on a separate env (:class:`Player`): MuJoCo
 deterministically (PPO with the training env's observation statistics, rewards
 unnormalized), Atari on whole games with the game score logged, PPO sampling its
-actions and DQN greedy with epsilon 0.001, as rlframe evaluates them. An entry's ``stop_at_return`` ends its run at the first
-evaluation whose ``ReturnAverage`` reaches it, as rlframe's runs end. Each run goes to
+actions and DQN greedy with rlframe's evaluation epsilon, as rlframe evaluates them. An
+entry's ``stop_at_return`` ends its run at the first evaluation whose ``ReturnAverage``
+reaches it, as rlframe's runs end. Each run goes to
 ``OUT/<label>_sb3/run_<seed>`` with a ``params.json`` (``env_id``, the hyperparameters,
 SB3's version) and a ``progress.csv`` with rlframe's columns (``Diagnostics/CumSteps``,
 ``Diagnostics/CumTime (s)``, ``ReturnAverage``, ``ReturnStd``, ``TrajsInEval``; on Atari
@@ -44,6 +45,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import inspect
 import json
 import os
 import re
@@ -95,7 +97,6 @@ DONE_FILE = "suite_done.json"
 COLUMNS = ["Diagnostics/Iteration", "Diagnostics/CumSteps", "Diagnostics/CumTime (s)",
            "ReturnAverage", "ReturnStd", "TrajsInEval"]
 ATARI_COLUMNS = COLUMNS + ["GameScoreAverage", "GameScoreStd"]
-EVAL_EPSILON = 0.001  # DQN's on Atari evaluations: rlframe's DqnAgent eps_eval.
 
 
 def atari_id(entry: SuiteEntry) -> str | None:
@@ -227,8 +228,8 @@ class Player:
     a gymnasium env (observations normalized by ``normalizer``, a VecNormalize, where
     training normalized them), as RL Zoo evaluates; on Atari, in one env playing whole
     games (all lives) with unclipped rewards, whose sum is the game score, PPO's sampled
-    actions (as RL Zoo evaluates) and DQN's greedy ones with epsilon ``EVAL_EPSILON``, as
-    rlframe's DQN agents evaluate (SB3's ``predict(deterministic=False)`` would act with
+    actions (as RL Zoo evaluates) and DQN's greedy ones with the epsilon rlframe's DQN
+    agents evaluate with (``DqnAgent``'s ``eps_eval``) (SB3's ``predict(deterministic=False)`` would act with
     the training epsilon, still 0.5 halfway through its annealing).
     """
 
@@ -238,7 +239,10 @@ class Player:
         self.model, self.normalizer = model, normalizer
         self.atari = atari_id(entry) is not None
         self.deterministic = not self.atari
-        self.epsilon = EVAL_EPSILON if self.atari and entry.algo == "dqn" else None
+        self.epsilon = None
+        if self.atari and entry.algo == "dqn":
+            from rlframe.agents.dqn.dqn_agent import DqnAgent
+            self.epsilon = inspect.signature(DqnAgent).parameters["eps_eval"].default
         self.env = (make_env(entry, 0, {}, evaluation=True) if self.atari
                     else gym.make(entry.env_id))
 

@@ -89,9 +89,9 @@ def logged_steps(run_dir: str) -> float | None:
 
 
 def runs_of(suite: Any) -> Any:
-    """What of a suite file's JSON decides its runs: all but its description and its
-    entries' notes and references, which a suite may correct or add to while its runs
-    are kept."""
+    """What of a suite file's JSON decides its runs: its entries without their notes and
+    references. The rest (name, description, notes, references) may be corrected or added
+    to while the suite's runs are kept."""
     if not isinstance(suite, dict) or not isinstance(suite.get("runs"), list):
         return suite
     return [{k: v for k, v in entry.items() if k not in ("notes", "reference")}
