@@ -9,6 +9,7 @@ from rlframe.agents.dqn.atari.atari_dqn_agent import AtariDqnAgent
 from rlframe.agents.dqn.catdqn_agent import CatDqnAgent
 from rlframe.agents.dqn.dqn_agent import DqnAgent
 from rlframe.agents.dqn.r2d1_agent import R2d1Agent, R2d1AlternatingAgent
+from rlframe.agents.pg.atari import AtariFfAgent
 from rlframe.agents.pg.categorical import CategoricalPgAgent
 from rlframe.agents.qpg.ddpg_agent import DdpgAgent
 from rlframe.agents.qpg.sac_agent import SacAgent
@@ -127,6 +128,22 @@ def test_atari_ids_name_the_game(env_id):
     assert runner.sampler.env_kwargs == dict(game="pong")
     assert type(runner.agent) is AtariDqnAgent and runner.algo.replay_size == int(1e6)
     assert config["batch_T"] == 4
+
+
+def test_atari_ppo_preset_has_cleanrl_advantages_and_adam_eps():
+    """The Atari PPO preset states CleanRL's ppo_atari.py settings: advantages normalized
+    (without, the entropy bonus outweighs the clipped rewards' small advantages) and Adam's
+    eps 1e-5."""
+    runner, config = build_experiment(dict(algo="ppo", env_id="breakout"))
+    assert type(runner.algo) is PPO and type(runner.agent) is AtariFfAgent
+    assert runner.algo.normalize_advantage is True
+    assert runner.algo.optim_kwargs == dict(eps=1e-5)
+    assert (runner.algo.learning_rate, runner.algo.ratio_clip, runner.algo.entropy_loss_coeff,
+            runner.algo.minibatches, runner.algo.epochs) == (2.5e-4, 0.1, 0.01, 4, 4)
+    assert config["kwargs"]["algo"]["normalize_advantage"] is True
+    # A2C keeps its usual unnormalized advantages.
+    runner, _ = build_experiment(dict(algo="a2c", env_id="breakout"))
+    assert runner.algo.normalize_advantage is False
 
 
 @pytest.mark.parametrize("algo", ["ppo", "dqn"])
