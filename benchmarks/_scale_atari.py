@@ -171,7 +171,7 @@ import tempfile
 import time
 from typing import Any, Callable
 
-from _timing import Window, sb3_window_callback
+from _timing import Window, sb3_window_callback, sb3_without_log_folder
 
 CASES = ("atari_ppo", "atari_dqn")
 
@@ -456,7 +456,7 @@ def rlframe_async_atari_dqn(plan: Plan, seed: int, conv_autocast: str | None = N
 def sb3_learn(model: Any, plan: Plan) -> WindowClock:
     """``model.learn`` over warm-up + window, timing the window; closes the env."""
     clock = WindowClock(plan)
-    model.learn(total_timesteps=plan.total_steps,
+    sb3_without_log_folder(model).learn(total_timesteps=plan.total_steps,
                 callback=sb3_window_callback(clock.window, plan.warmup_steps))
     model.get_env().close()
     if model.num_timesteps != plan.total_steps:

@@ -202,7 +202,7 @@ import os
 import tempfile
 from typing import TYPE_CHECKING, Callable
 
-from _timing import Window, sb3_window_callback
+from _timing import Window, sb3_window_callback, sb3_without_log_folder
 
 if TYPE_CHECKING:
     import numpy as np
@@ -356,7 +356,7 @@ def rlframe_ppo(seed: int, window: int) -> tuple[Window, str]:
 def sb3_learn(model, case: str, window: int) -> Window:
     """``model.learn`` for warm-up + window steps, timing the window."""
     clock = Window()
-    model.learn(total_timesteps=WARMUP_STEPS[case] + window,
+    sb3_without_log_folder(model).learn(total_timesteps=WARMUP_STEPS[case] + window,
                 callback=sb3_window_callback(clock, WARMUP_STEPS[case]))
     return clock
 

@@ -109,6 +109,17 @@ class Window:
                     setup=setup)
 
 
+def sb3_without_log_folder(model: Any) -> Any:
+    """Give an SB3 model a logger with no outputs, and return the model.
+
+    Without a logger of its own, every ``learn()`` configures one that makes an empty
+    ``SB3-<time>`` folder in the temporary directory; these scripts log their own figures.
+    """
+    from stable_baselines3.common.logger import Logger
+    model.set_logger(Logger(folder=None, output_formats=[]))
+    return model
+
+
 def sb3_window_callback(window: Window, start_steps: int) -> Any:
     """An SB3 callback that opens ``window`` at the rollout beginning at ``start_steps``
     (the warm-up trained) and closes it when ``learn()`` returns from its last updates."""

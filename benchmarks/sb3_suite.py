@@ -54,6 +54,8 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
+from _timing import sb3_without_log_folder
+
 from rlframe.cli.benchmark import record_system
 from rlframe.presets.suite import SuiteError, SuiteEntry, load_suite
 
@@ -345,8 +347,9 @@ def train_run(entry: SuiteEntry, seed: int, run_dir: str, evals: int, episodes: 
             return True
 
     try:
-        model.learn(total_timesteps=entry.n_steps - done_steps, callback=Evaluations(),
-                    reset_num_timesteps=resumed is None)
+        sb3_without_log_folder(model).learn(
+            total_timesteps=entry.n_steps - done_steps, callback=Evaluations(),
+            reset_num_timesteps=resumed is None)
         if entry.n_steps % interval and not stopped_at:
             evaluate(entry.n_steps, entry.n_steps // interval)
     finally:

@@ -117,7 +117,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from _timing import run_reaped
+from _timing import run_reaped, sb3_without_log_folder
 
 # The parent process imports only the standard library: heavy imports would show up
 # in every child's peak RSS (see the module docstring).
@@ -374,7 +374,7 @@ def run_sb3(task: Task, seed: int, cap: int) -> dict:
                     gradient_steps=1, ent_coef="auto", target_entropy="auto",
                     policy_kwargs=dict(net_arch=[256, 256]), **common)
     clock = EvalClock(record, eval_env)
-    model.learn(total_timesteps=total_steps, callback=clock)
+    sb3_without_log_folder(model).learn(total_timesteps=total_steps, callback=clock)
     return record.result(clock.eval_time)
 
 
@@ -414,7 +414,7 @@ def run_sampling(batch_Bs: list[int], steps: int, rounds: int) -> list[dict]:
         model = PPO("MlpPolicy", make_vec_env(env_id, n_envs=B, seed=0), n_steps=SAMPLING_T,
                     batch_size=SAMPLING_T * B, seed=0, device="cpu", verbose=0)
         # What learn() does before its first rollout: reset the envs, make a callback.
-        _, callback = model._setup_learn(total_timesteps=10 ** 9)
+        _, callback = sb3_without_log_folder(model)._setup_learn(total_timesteps=10 ** 9)
 
         def sb3_batches() -> None:
             for _ in range(n_batches):
