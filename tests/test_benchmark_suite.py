@@ -10,7 +10,10 @@ import time
 import psutil
 import pytest
 
+from rlframe.algos.pg.ppo import PPO
 from rlframe.cli import main
+from rlframe.presets import ALGOS, build_experiment
+from rlframe.presets.suite import load_suite
 from rlframe.utils.plotting import format_count
 from rlframe.utils.system import cpu_model
 
@@ -143,6 +146,43 @@ def test_a_suite_may_correct_its_references_and_notes_and_keep_its_runs(in_tmp_c
     (in_tmp_cwd / "out" / "suite.json").write_text(json.dumps(older))
     assert main(["benchmark", suite, "-o", "out", "--dry-run"]) == 2
     assert "differs from" in capsys.readouterr().err
+
+
+def test_a_kept_run_with_other_settings_than_its_entry_now_is_refused(in_tmp_cwd, capsys,
+                                                                      monkeypatch):
+    """A finished seed recorded with settings the entry no longer gives (a preset changed
+    since) is refused, naming the keys, before anything runs; a keyword an older
+    params.json lacks counts as its class's default."""
+    suite = tiny_suite(in_tmp_cwd / "tiny.json")
+    content = json.loads(open(suite).read())
+    content["runs"][0]["config"]["kwargs"]["algo"]["normalize_reward"] = False
+    (in_tmp_cwd / "tiny.json").write_text(json.dumps(content))
+    entry = load_suite(suite).entries[0]
+    _, full = build_experiment(entry.train_config(0))
+    params = json.loads(json.dumps(full))
+    del params["kwargs"]["algo"]["normalize_reward"]  # PPO's default, which the entry states.
+    assert PPO().normalize_reward is False
+    run_dir = in_tmp_cwd / "out" / entry.label / "run_0"
+    os.makedirs(run_dir)
+    (run_dir / "params.json").write_text(json.dumps(params))
+    (run_dir / "suite_done.json").write_text(json.dumps(dict(n_steps=entry.n_steps)))
+    assert main(["benchmark", suite, "-o", "out", "--dry-run"]) == 0
+    assert "ppo_CartPole-v1/run_0: done" in capsys.readouterr().out
+
+    discrete = ALGOS["ppo"].settings["discrete"]
+    monkeypatch.setitem(discrete, "algo", dict(discrete["algo"], entropy_loss_coeff=0.05,
+                                               value_loss_coeff=2.))
+    monkeypatch.setitem(discrete, "run", dict(discrete["run"], log_interval_steps=512))
+    assert main(["benchmark", suite, "-o", "out", "--dry-run"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert (f"ppo_CartPole-v1/run_0 was trained with other settings than {suite} gives its "
+            "entry now (its params.json -> now: kwargs.algo.entropy_loss_coeff: 0.0 -> 0.05; "
+            "kwargs.algo.value_loss_coeff: 0.5 -> 2.0). rlframe's presets may have changed "
+            "since it started: give a new -o") in err
+    # The suite's own config wins over the preset: log_interval_steps is the entry's.
+    assert "log_interval_steps" not in err
+    (run_dir / "suite_done.json").unlink()
+    assert main(["benchmark", suite, "-o", "out", "--dry-run"]) == 0  # Not started: new.
 
 
 def test_only_runs_the_named_entries(in_tmp_cwd, capsys):

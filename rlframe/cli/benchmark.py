@@ -5,7 +5,9 @@ Every run of the suite (:mod:`rlframe.presets.suite`) lives in
 ``OUT/<label>/run_<seed>``. A run that finished holds ``suite_done.json`` and is not
 run again; one that was stopped after its first snapshot is resumed from it (as
 ``rlframe resume`` does); one stopped before any snapshot starts again. So after a
-kill, the same command completes the suite. The runs go through the experiment
+kill, the same command completes the suite. A kept run whose params.json records other
+settings than its entry gives now (rlframe's presets changed, say) is refused, so that an
+entry's seeds share their settings. The runs go through the experiment
 launcher (:func:`rlframe.utils.launching.grid.run_queue`): each in a process of its
 own, pinned to its run slot's cores, its output in ``launch.log`` in its run
 directory; Ctrl-C or SIGTERM stops them all.
@@ -21,9 +23,14 @@ import os
 import shutil
 import sys
 import time
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from rlframe.cli import CommandError
+
+if TYPE_CHECKING:
+    from rlframe.presets.suite import SuiteEntry
+    from rlframe.runners.minibatch_rl import MinibatchRl
 
 DONE_FILE = "suite_done.json"
 SUITE_COPY = "suite.json"
@@ -98,6 +105,52 @@ def runs_of(suite: Any) -> Any:
             if isinstance(entry, dict) else entry for entry in suite["runs"]]
 
 
+def _defaults(callable_: Any) -> dict[str, Any]:
+    """The keyword defaults of a class's constructor or a function ({} where unknown)."""
+    import inspect
+    try:
+        parameters = inspect.signature(callable_).parameters.values()
+    except (TypeError, ValueError):
+        return {}
+    return {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
+
+
+def settings_changes(params: dict[str, Any], runner: MinibatchRl,
+                     full: dict[str, Any]) -> list[str]:
+    """Where a run's recorded settings differ from those its suite entry gives now.
+
+    Compares the run keys (``n_steps``, ``batch_T``, ...) and every keyword of the
+    ``kwargs`` sections. A keyword on one side only counts as its class's default on the
+    other (an older run's params.json may lack one a preset has since stated).
+
+    Args:
+        params: the run's params.json.
+        runner, full: ``build_experiment``'s result for the entry now.
+
+    Returns:
+        ``"KEY: THEN -> NOW"`` for each difference (empty when none).
+    """
+    from rlframe.presets.build import RUN_KEYS, SECTIONS
+    changes = [f"{key}: {params.get(key)!r} -> {full[key]!r}" for key in RUN_KEYS
+               if params.get(key) != full[key]]
+    classes = dict(algo=type(runner.algo), agent=type(runner.agent),
+                   sampler=type(runner.sampler), runner=type(runner), env=runner.sampler.EnvCls)
+    now = json.loads(json.dumps(full["kwargs"], default=str))  # As params.json holds it.
+    then = params.get("kwargs") if isinstance(params.get("kwargs"), dict) else {}
+    absent = object()
+    for section in SECTIONS:
+        old, new = then.get(section) or {}, now.get(section) or {}
+        defaults = json.loads(json.dumps(_defaults(classes[section]), default=str))
+        for key in sorted(set(old) | set(new)):
+            before = old.get(key, defaults.get(key, absent))
+            after = new.get(key, defaults.get(key, absent))
+            if before != after:
+                changes.append(f"kwargs.{section}.{key}: "
+                               + " -> ".join("(not set)" if value is absent else repr(value)
+                                             for value in (before, after)))
+    return changes
+
+
 def run(args: argparse.Namespace) -> int:
     """Check the suite, print the plan, run what is not done; status 1 if a run failed."""
     from rlframe.presets.suite import SuiteError, check_experiment, entry_where, load_suite
@@ -132,6 +185,7 @@ def run(args: argparse.Namespace) -> int:
             raise CommandError(f"--only {' '.join(unknown)}: no such entry in {args.suite}; "
                                f"its labels are {', '.join(labels)}")
         entries = [entry for entry in entries if entry.label in args.only]
+    built: dict[str, tuple[MinibatchRl, dict[str, Any]]] = {}
     for entry in entries:  # Only the entries that will run must fit this machine.
         index = suite.entries.index(entry)
         where = f"{args.suite}: {entry_where(index, entry.algo, entry.env_id)}"
@@ -143,9 +197,10 @@ def run(args: argparse.Namespace) -> int:
                 f"{args.slots} each run gets {cores // args.slots} of this process's {cores}; "
                 f"give --slots {fits}{' or fewer' if fits > 1 else ''}")
         try:
-            check_experiment(entry, where)
+            built[entry.label] = check_experiment(entry, where)
         except SuiteError as error:
             raise CommandError(str(error)) from None
+    check_kept_runs(args, entries, built)
     runs, plan = [], []
     for entry in entries:
         for seed in entry.seeds:
@@ -175,6 +230,29 @@ def run(args: argparse.Namespace) -> int:
     print(f"{len(results) - len(failed)} of {len(results)} runs finished; "
           f"`rlframe report {args.out} --suite {args.suite}` summarizes them.", flush=True)
     return 1 if failed else 0
+
+
+def check_kept_runs(args: argparse.Namespace, entries: Sequence[SuiteEntry],
+                    built: dict[str, tuple[MinibatchRl, dict[str, Any]]]) -> None:
+    """Refuse to go on where a finished or resumable run was trained with other settings
+    than its entry gives now (rlframe's presets may have changed since it started): the
+    entry's seeds would not share their settings."""
+    for entry in entries:
+        runner, full = built[entry.label]
+        for seed in entry.seeds:
+            run_dir = entry.run_dir(args.out, seed)
+            path = os.path.join(run_dir, "params.json")
+            if run_state(run_dir) == "new" or not os.path.isfile(path):
+                continue
+            with open(path) as f:
+                changes = settings_changes(json.load(f), runner, full)
+            if changes:
+                raise CommandError(
+                    f"{entry.label}/run_{seed} was trained with other settings than "
+                    f"{args.suite} gives its entry now (its params.json -> now: "
+                    f"{'; '.join(changes)}). rlframe's presets may have changed since it "
+                    "started: give a new -o to run the entry as it is now, or remove "
+                    f"{run_dir} to train that run again")
 
 
 def record_system(run_dir: str, state: str) -> None:

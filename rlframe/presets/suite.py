@@ -39,11 +39,14 @@ import inspect
 import json
 import math
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlframe.presets.algos import ALGOS
 from rlframe.presets.build import CONFIG_KEYS, _did_you_mean, build_experiment
 from rlframe.utils.report.runs import Reference
+
+if TYPE_CHECKING:
+    from rlframe.runners.minibatch_rl import MinibatchRl
 
 SUITE_KEYS = ("name", "description", "runs")
 ENTRY_KEYS = ("algo", "env_id", "n_steps", "seeds", "config", "reference", "label", "notes")
@@ -186,16 +189,19 @@ def entry_where(index: int, algo: Any, env_id: Any) -> str:
     return f"runs[{index}] ({algo} on {env_id})"
 
 
-def check_experiment(entry: SuiteEntry, where: str) -> None:
+def check_experiment(entry: SuiteEntry, where: str) -> tuple[MinibatchRl, dict[str, Any]]:
     """Build ``entry``'s experiment once (no env is stepped), so that an unknown env or
     config key, or more sampler workers than this process's CPUs, is reported before
     anything runs.
+
+    Returns:
+        ``build_experiment``'s ``(runner, full_config)`` for the entry's first seed.
 
     Raises:
         SuiteError: naming ``where`` and the problem.
     """
     try:
-        build_experiment(entry.train_config(entry.seeds[0]))
+        return build_experiment(entry.train_config(entry.seeds[0]))
     except (ValueError, TypeError) as error:
         raise SuiteError(f"{where}: {' '.join(str(error).split())}") from None
 
