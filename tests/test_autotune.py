@@ -189,7 +189,8 @@ def test_train_takes_a_full_config_with_its_options_on_top(tmp_path):
 def test_stopping_autotune_leaves_no_process(tmp_path, how):
     """Ctrl-C (SIGINT to the process group, as a terminal sends it) stops the measuring
     process and its sampler workers; a killed autotune's measuring process stops itself
-    and its workers."""
+    and its workers, and removes the killed process's multiprocessing folder (where the
+    forkserver's socket is), which that process could not."""
     import os
     import signal
     import time
@@ -198,7 +199,9 @@ def test_stopping_autotune_leaves_no_process(tmp_path, how):
     from conftest import start_script
     cmd = [sys.executable, "-m", "rlframe", "autotune", "ppo", "CartPole-v1", "--samplers",
            "cpu", "--backends", "plain", "--torch-threads", "1", "--seconds", "60"]
-    proc = start_script(cmd, cwd=tmp_path)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = start_script(cmd, cwd=tmp_path, env=dict(os.environ, TMPDIR=str(tmp)))
     parent = psutil.Process(proc.pid)
     deadline = time.monotonic() + 120
     workers = []
@@ -217,3 +220,4 @@ def test_stopping_autotune_leaves_no_process(tmp_path, how):
     proc.communicate(timeout=60)
     gone, alive = psutil.wait_procs(seen, timeout=30)
     assert not alive, [(p.pid, p.cmdline()) for p in alive]
+    assert not [p.name for p in tmp.iterdir() if p.name.startswith("pymp-")]

@@ -18,7 +18,9 @@ import dataclasses
 import importlib.util
 import math
 import multiprocessing
+import multiprocessing.util
 import os
+import shutil
 import signal
 import tempfile
 import threading
@@ -282,8 +284,12 @@ def measure_in_process(config: dict[str, Any], seconds: float,
     context = process_context("forkserver" if "forkserver" in methods else "spawn",
                               preload=("rlframe.presets.autotune", "torch._dynamo"))
     receiver, sender = context.Pipe(duplex=False)
+    # This process's multiprocessing folder (the forkserver's socket is in it): removed
+    # by the child should this process be killed, as it would have been at its exit.
+    master_dir = multiprocessing.util.get_temp_dir()
     child = context.Process(target=_measure_child, name="rlframe-autotune", daemon=False,
-                            args=(config, seconds, list(torch_threads), sender, os.getpid()))
+                            args=(config, seconds, list(torch_threads), sender, os.getpid(),
+                                  master_dir))
     child.start()
     sender.close()
     try:
@@ -368,15 +374,16 @@ def _off_policy(algo: str) -> bool:
 
 
 def _measure_child(config: dict[str, Any], seconds: float, torch_threads: list[int | None],
-                   sender: Any, master_pid: int) -> None:
+                   sender: Any, master_pid: int, master_dir: str) -> None:
     """Child process: measure quietly and send ``(True, [steps/s])`` or ``(False, error)``.
 
     Ctrl-C is the master's to handle (it stops this process). Should the master die,
-    this process sends itself SIGTERM, on which the runner shuts the workers down: its
-    parent is the forkserver, which may outlive the master.
+    this process removes the master's multiprocessing folder ``master_dir`` and sends
+    itself SIGTERM, on which the runner shuts the workers down: its parent is the
+    forkserver, which may outlive the master.
     """
     start_child()
-    _watch_master(master_pid)
+    _watch_master(master_pid, master_dir)
     devnull = os.open(os.devnull, os.O_WRONLY)
     for fd in (1, 2):  # The run's log lines and warnings, its workers' included.
         os.dup2(devnull, fd)
@@ -421,10 +428,13 @@ def _setups(measurements: list[Measurement]) -> list[list[Measurement]]:
     return list(groups.values())
 
 
-def _watch_master(pid: int, interval_s: float = 0.5) -> None:
-    """A daemon thread that sends this process SIGTERM once process ``pid`` has ended."""
+def _watch_master(pid: int, master_dir: str, interval_s: float = 0.5) -> None:
+    """A daemon thread that, once process ``pid`` has ended, removes its multiprocessing
+    folder ``master_dir`` (a killed process leaves it) and sends this process SIGTERM."""
     def watch() -> None:
         while master_alive(pid):
             time.sleep(interval_s)
+        if os.path.basename(master_dir).startswith("pymp-"):
+            shutil.rmtree(master_dir, ignore_errors=True)
         os.kill(os.getpid(), signal.SIGTERM)
     threading.Thread(target=watch, name="rlframe-autotune-master-watch", daemon=True).start()
