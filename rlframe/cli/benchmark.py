@@ -134,7 +134,8 @@ def settings_changes(params: dict[str, Any], runner: MinibatchRl,
     changes = [f"{key}: {params.get(key)!r} -> {full[key]!r}" for key in RUN_KEYS
                if params.get(key) != full[key]]
     classes = dict(algo=type(runner.algo), agent=type(runner.agent),
-                   sampler=type(runner.sampler), runner=type(runner), env=runner.sampler.EnvCls)
+                   sampler=type(runner.sampler), runner=type(runner),
+                   env=getattr(runner.sampler, "EnvCls", None))
     now = json.loads(json.dumps(full["kwargs"], default=str))  # As params.json holds it.
     then = params.get("kwargs") if isinstance(params.get("kwargs"), dict) else {}
     absent = object()
