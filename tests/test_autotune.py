@@ -186,21 +186,26 @@ def test_train_takes_a_full_config_with_its_options_on_top(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["ctrl_c", "killed"])
-def test_stopping_autotune_leaves_no_process(tmp_path, how):
+def test_stopping_autotune_leaves_no_process(tmp_path, request, how):
     """Ctrl-C (SIGINT to the process group, as a terminal sends it) stops the measuring
     process and its sampler workers; a killed autotune's measuring process stops itself
     and its workers, and removes the killed process's multiprocessing folder (where the
     forkserver's socket is), which that process could not."""
     import os
+    import pathlib
+    import shutil
     import signal
+    import tempfile
     import time
 
     import psutil
     from conftest import start_script
     cmd = [sys.executable, "-m", "rlframe", "autotune", "ppo", "CartPole-v1", "--samplers",
            "cpu", "--backends", "plain", "--torch-threads", "1", "--seconds", "60"]
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
+    # A temporary directory of its own, with a short path: the forkserver's socket is
+    # in it, and a socket's path may not exceed 107 bytes (tmp_path's may come near).
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="rlframe-autotune-test-"))
+    request.addfinalizer(lambda: shutil.rmtree(tmp, ignore_errors=True))
     proc = start_script(cmd, cwd=tmp_path, env=dict(os.environ, TMPDIR=str(tmp)))
     parent = psutil.Process(proc.pid)
     deadline = time.monotonic() + 120
