@@ -162,6 +162,8 @@ def test_a_kept_run_with_other_settings_than_its_entry_now_is_refused(in_tmp_cwd
     params = json.loads(json.dumps(full))
     del params["kwargs"]["algo"]["normalize_reward"]  # PPO's default, which the entry states.
     assert PPO().normalize_reward is False
+    # The sampler's default for eval_n_envs (0, the entry's) comes through its **kwargs.
+    del params["kwargs"]["sampler"]["eval_n_envs"]
     run_dir = in_tmp_cwd / "out" / entry.label / "run_0"
     os.makedirs(run_dir)
     (run_dir / "params.json").write_text(json.dumps(params))

@@ -105,16 +105,6 @@ def runs_of(suite: Any) -> Any:
             if isinstance(entry, dict) else entry for entry in suite["runs"]]
 
 
-def _defaults(callable_: Any) -> dict[str, Any]:
-    """The keyword defaults of a class's constructor or a function ({} where unknown)."""
-    import inspect
-    try:
-        parameters = inspect.signature(callable_).parameters.values()
-    except (TypeError, ValueError):
-        return {}
-    return {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
-
-
 def settings_changes(params: dict[str, Any], runner: MinibatchRl,
                      full: dict[str, Any]) -> list[str]:
     """Where a run's recorded settings differ from those its suite entry gives now.
@@ -130,7 +120,7 @@ def settings_changes(params: dict[str, Any], runner: MinibatchRl,
     Returns:
         ``"KEY: THEN -> NOW"`` for each difference (empty when none).
     """
-    from rlframe.presets.build import RUN_KEYS, SECTIONS
+    from rlframe.presets.build import RUN_KEYS, SECTIONS, keyword_defaults
     changes = [f"{key}: {params.get(key)!r} -> {full[key]!r}" for key in RUN_KEYS
                if params.get(key) != full[key]]
     classes = dict(algo=type(runner.algo), agent=type(runner.agent),
@@ -141,7 +131,7 @@ def settings_changes(params: dict[str, Any], runner: MinibatchRl,
     absent = object()
     for section in SECTIONS:
         old, new = then.get(section) or {}, now.get(section) or {}
-        defaults = json.loads(json.dumps(_defaults(classes[section]), default=str))
+        defaults = json.loads(json.dumps(keyword_defaults(classes[section]), default=str))
         for key in sorted(set(old) | set(new)):
             before = old.get(key, defaults.get(key, absent))
             after = new.get(key, defaults.get(key, absent))

@@ -46,6 +46,7 @@ import importlib
 import inspect
 import math
 import os
+from collections.abc import Callable
 from typing import Any
 
 from rlframe.presets.algos import ALGOS, AlgoPreset
@@ -130,19 +131,45 @@ def build_experiment(config: dict[str, Any]) -> tuple[MinibatchRl, dict[str, Any
     return _build_runner(preset, target, full), full
 
 
-def accepted_kwargs(cls: type) -> list[str]:
-    """Keyword names ``cls(...)`` takes, following ``**kwargs`` up the class hierarchy."""
-    names: set[str] = set()
+def _keyword_parameters(cls: type) -> list[inspect.Parameter]:
+    """The keyword parameters ``cls(...)`` takes, following ``**kwargs`` up the class
+    hierarchy, the most derived class's first."""
+    found: list[inspect.Parameter] = []
     for klass in cls.__mro__:
         init = klass.__dict__.get("__init__")
         if init is None or klass is object:
             continue
         params = inspect.signature(init).parameters.values()
-        names.update(p.name for p in params if p.name != "self" and p.kind in (
+        found.extend(p for p in params if p.name != "self" and p.kind in (
             inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY))
         if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
             break
-    return sorted(names)
+    return found
+
+
+def accepted_kwargs(cls: type) -> list[str]:
+    """Keyword names ``cls(...)`` takes, following ``**kwargs`` up the class hierarchy."""
+    return sorted({p.name for p in _keyword_parameters(cls)})
+
+
+def keyword_defaults(callable_: Callable[..., Any] | None) -> dict[str, Any]:
+    """The defaults of the keywords ``callable_(...)`` takes: for a class, following
+    ``**kwargs`` up its hierarchy (a keyword's most derived definition decides); for a
+    function, its signature's; {} for None or a callable without a signature."""
+    if isinstance(callable_, type):
+        params = _keyword_parameters(callable_)
+    else:
+        try:
+            params = list(inspect.signature(callable_).parameters.values())
+        except (TypeError, ValueError):
+            return {}
+    defaults: dict[str, Any] = {}
+    seen: set[str] = set()
+    for p in params:
+        if p.name not in seen and p.default is not inspect.Parameter.empty:
+            defaults[p.name] = p.default
+        seen.add(p.name)
+    return defaults
 
 
 def check_kwargs(section: str, cls: type, kwargs: dict[str, Any]) -> None:
