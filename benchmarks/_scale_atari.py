@@ -456,8 +456,9 @@ def rlframe_async_atari_dqn(plan: Plan, seed: int, conv_autocast: str | None = N
 def sb3_learn(model: Any, plan: Plan) -> WindowClock:
     """``model.learn`` over warm-up + window, timing the window; closes the env."""
     clock = WindowClock(plan)
-    sb3_without_log_folder(model).learn(total_timesteps=plan.total_steps,
-                callback=sb3_window_callback(clock.window, plan.warmup_steps))
+    sb3_without_log_folder(model).learn(
+        total_timesteps=plan.total_steps,
+        callback=sb3_window_callback(clock.window, plan.warmup_steps))
     model.get_env().close()
     if model.num_timesteps != plan.total_steps:
         raise RuntimeError(f"SB3 trained {model.num_timesteps} agent steps; the plan was "

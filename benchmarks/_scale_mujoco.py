@@ -356,8 +356,9 @@ def rlframe_ppo(seed: int, window: int) -> tuple[Window, str]:
 def sb3_learn(model, case: str, window: int) -> Window:
     """``model.learn`` for warm-up + window steps, timing the window."""
     clock = Window()
-    sb3_without_log_folder(model).learn(total_timesteps=WARMUP_STEPS[case] + window,
-                callback=sb3_window_callback(clock, WARMUP_STEPS[case]))
+    sb3_without_log_folder(model).learn(
+        total_timesteps=WARMUP_STEPS[case] + window,
+        callback=sb3_window_callback(clock, WARMUP_STEPS[case]))
     return clock
 
 

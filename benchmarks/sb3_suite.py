@@ -231,8 +231,9 @@ class Player:
     training normalized them), as RL Zoo evaluates; on Atari, in one env playing whole
     games (all lives) with unclipped rewards, whose sum is the game score, PPO's sampled
     actions (as RL Zoo evaluates) and DQN's greedy ones with the epsilon rlframe's DQN
-    agents evaluate with (``DqnAgent``'s ``eps_eval``) (SB3's ``predict(deterministic=False)`` would act with
-    the training epsilon, still 0.5 halfway through its annealing).
+    agents evaluate with, ``DqnAgent``'s ``eps_eval`` (SB3's
+    ``predict(deterministic=False)`` would act with the training epsilon, still 0.5
+    halfway through its annealing).
     """
 
     def __init__(self, entry: SuiteEntry, model: BaseAlgorithm,
