@@ -203,7 +203,8 @@ def test_stopping_autotune_leaves_no_process(tmp_path, request, how):
     cmd = [sys.executable, "-m", "rlframe", "autotune", "ppo", "CartPole-v1", "--samplers",
            "cpu", "--backends", "plain", "--torch-threads", "1", "--seconds", "60"]
     # A temporary directory of its own, with a short path: the forkserver's socket is
-    # in it, and a socket's path may not exceed 107 bytes (tmp_path's may come near).
+    # in it, and with a socket's path over 107 bytes (tmp_path's may come near) autotune
+    # would spawn its child instead of the forkserver this test stops.
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="rlframe-autotune-test-"))
     request.addfinalizer(lambda: shutil.rmtree(tmp, ignore_errors=True))
     proc = start_script(cmd, cwd=tmp_path, env=dict(os.environ, TMPDIR=str(tmp)))

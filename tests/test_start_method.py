@@ -1,6 +1,7 @@
 """Children's start method where forking this process would break them: a default
 fork becomes forkserver (logged); an explicit fork is refused with the reason."""
 import ctypes
+import shutil
 import multiprocessing as mp
 import os
 import threading
@@ -146,3 +147,68 @@ def test_forkserver_children_start_with_torch_already_imported(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert ("child had ['rlframe.samplers.parallel.worker', 'torch'] parent has torch: False"
             in result.stdout), result.stdout + result.stderr[-3000:]
+
+
+LONG_TMPDIR_SCRIPT = '''
+import multiprocessing as mp
+import sys
+
+from rlframe.utils.synchronize import process_context
+
+
+def child(queue):
+    queue.put("child ran")
+
+
+if __name__ == "__main__":
+    ctx = mp.get_context("forkserver") if sys.argv[1] == "plain" else process_context("forkserver")
+    print("method", ctx.get_start_method(), flush=True)
+    queue = ctx.Queue()
+    process = ctx.Process(target=child, args=(queue,))
+    try:
+        process.start()
+    except OSError as error:
+        print("start failed:", error)
+        sys.exit(0)
+    print(queue.get(timeout=60))
+    process.join()
+'''
+
+
+@pytest.mark.skipif("forkserver" not in mp.get_all_start_methods(), reason="no forkserver")
+def test_a_tmpdir_too_long_for_the_forkserver_socket_spawns_instead(tmp_path):
+    """The forkserver's socket lies in $TMPDIR/pymp-XXXXXXXX/; where its path would pass
+    the 107 bytes a Unix socket allows, process_context spawns the children (saying why)
+    instead of failing as multiprocessing does; a TMPDIR short enough keeps it."""
+    import subprocess
+    import sys
+    import tempfile
+    script = tmp_path / "long_tmpdir.py"
+    script.write_text(LONG_TMPDIR_SCRIPT)
+    base = tempfile.mkdtemp(prefix="rlf")  # Short, whatever pytest's tmp_path is.
+    try:
+        # 80 bytes: the socket's path (this + /pymp-XXXXXXXX/listener-XXXXXXXX) is 112.
+        long_dir = os.path.join(base, "d" * (80 - len(base) - 1))
+        short_dir = os.path.join(base, "s")
+        for folder in (long_dir, short_dir):
+            os.makedirs(folder)
+        assert len(long_dir) == 80
+
+        def run(tmpdir, how):
+            result = subprocess.run([sys.executable, str(script), how], capture_output=True,
+                                    text=True, timeout=120, env=dict(os.environ, TMPDIR=tmpdir))
+            assert result.returncode == 0, result.stderr[-3000:]
+            return result.stdout
+
+        # What multiprocessing itself does with that TMPDIR.
+        assert "start failed: AF_UNIX path too long" in run(long_dir, "plain")
+        out = run(long_dir, "rlframe")
+        assert "method spawn" in out and "child ran" in out, out
+        assert ("instead of 'forkserver': the forkserver's socket would be "
+                f"{long_dir}/pymp-") in out, out
+        assert f"112 bytes, over the 107 a Unix socket's path may have (TMPDIR='{long_dir}')" in out
+        out = run(short_dir, "rlframe")
+        assert "method forkserver" in out and "child ran" in out, out
+        assert not [name for folder in (long_dir, short_dir) for name in os.listdir(folder)]
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

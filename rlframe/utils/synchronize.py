@@ -197,16 +197,36 @@ FORKSERVER_PRELOAD = ("torch", "rlframe.samplers.parallel.worker", "rlframe.runn
                       "rlframe.runners.async_rl.children", "rlframe.runners.async_rl.optimizer")
 
 
+_SAID: set[str] = set()  # The TMPDIRs whose fallback to spawn was logged.
+
+# The longest path a Unix socket may bind to: sun_path's 108 bytes, less the NUL.
+UNIX_SOCKET_PATH_MAX = 107
+
+
 def process_context(start_method: str | None, preload: Sequence[str] = ()) -> BaseContext:
     """``multiprocessing.get_context(start_method)``, where a forkserver preloads
     :data:`FORKSERVER_PRELOAD` and ``preload`` besides what it preloads already
     (``__main__``).
+
+    A forkserver listens on a Unix socket in this process's multiprocessing folder
+    (under ``TMPDIR``); where that path would be too long for a socket
+    (:func:`forkserver_socket_problem`), the children are spawned instead (logged),
+    which asks the same of them (everything they get must pickle).
 
     Args:
         start_method: ``"fork"``, ``"spawn"``, ``"forkserver"`` or None (the default).
         preload: further modules for a forkserver to import before it forks.
     """
     ctx = mp.get_context(start_method)
+    if ctx.get_start_method() == "forkserver" and (why := forkserver_socket_problem()):
+        import tempfile
+        if tempfile.gettempdir() not in _SAID:  # Once: autotune starts a child a measurement.
+            _SAID.add(tempfile.gettempdir())
+            from rlframe.utils.logging import logger
+            logger.log(f"Starting child processes with start_method='spawn' instead of "
+                       f"'forkserver': {why}. Set TMPDIR to a shorter directory to keep the "
+                       "forkserver.")
+        return mp.get_context("spawn")
     if ctx.get_start_method() == "forkserver":
         from multiprocessing import forkserver
         # The list the next forkserver start uses (multiprocessing offers no getter).
@@ -214,6 +234,34 @@ def process_context(start_method: str | None, preload: Sequence[str] = ()) -> Ba
         ctx.set_forkserver_preload(modules + [m for m in (*FORKSERVER_PRELOAD, *preload)
                                               if m not in modules])
     return ctx
+
+
+def forkserver_socket_problem() -> str | None:
+    """Why a forkserver could not start here, or None (also when one already runs).
+
+    Its socket is ``<multiprocessing folder>/listener-XXXXXXXX``, the folder being
+    ``$TMPDIR/pymp-XXXXXXXX``; a path longer than :data:`UNIX_SOCKET_PATH_MAX` bytes
+    fails with "AF_UNIX path too long" once children start.
+    """
+    from multiprocessing import forkserver
+    if getattr(forkserver._forkserver, "_forkserver_address", None) is not None:
+        return None  # Its socket is bound already.
+    folder = process_temp_dir()
+    length = len(os.fsencode(os.path.join(folder, "listener-XXXXXXXX")))
+    if length <= UNIX_SOCKET_PATH_MAX:
+        return None
+    return (f"the forkserver's socket would be {folder}/listener-XXXXXXXX, {length} bytes, "
+            f"over the {UNIX_SOCKET_PATH_MAX} a Unix socket's path may have "
+            f"(TMPDIR={os.environ.get('TMPDIR', '')!r})")
+
+
+def process_temp_dir() -> str:
+    """This process's multiprocessing folder, as it is or would be made: the one in use,
+    else ``pymp-XXXXXXXX`` (8 characters) under :func:`tempfile.gettempdir`."""
+    import tempfile
+    from multiprocessing import process
+    folder = process.current_process()._config.get("tempdir")
+    return folder if folder is not None else os.path.join(tempfile.gettempdir(), "pymp-XXXXXXXX")
 
 
 def check_start_method(start_method: str | None) -> str | None:
