@@ -91,7 +91,7 @@ class PPO(PolicyGradientAlgo):
         if self.linear_lr_schedule:
             n_itr = max(self.n_itr, 1)
             self.lr_scheduler = torch.optim.lr_scheduler.LambdaLR(
-                optimizer=self.optimizer, lr_lambda=lambda itr: (n_itr - itr) / n_itr)
+                optimizer=self.optimizer, lr_lambda=lambda itr: max(n_itr - itr, 0) / n_itr)
 
     def check_batch_spec(self, batch_spec: BatchSpec, recurrent: bool = False) -> None:
         """Every minibatch needs at least one sample (recurrent agents: one env)."""
@@ -143,8 +143,10 @@ class PPO(PolicyGradientAlgo):
         # ratio starts at 1 and the clip bounds the policy change alone.
         self.agent.update_obs_rms(agent_inputs.observation)
         if self.linear_lr_schedule:
+            # Iteration itr + 1 runs at (n_itr - itr - 1) / n_itr of both the learning rate
+            # and the clip range (rlpyt's clip lagged the learning rate by an iteration).
             self.lr_scheduler.step()
-            self.ratio_clip = self._ratio_clip * (self.n_itr - itr) / max(self.n_itr, 1)
+            self.ratio_clip = self._ratio_clip * max(self.n_itr - itr - 1, 0) / max(self.n_itr, 1)
         return OptInfo(**read_stats(stats))  # One read from the device per iteration.
 
     def state_dict(self) -> dict:

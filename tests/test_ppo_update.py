@@ -1,0 +1,123 @@
+"""PPO's update equals a plainly written one (CleanRL's formulation) on the same batch.
+
+The reference below computes GAE with a loop, normalizes the advantages over the batch,
+and for every minibatch takes the clipped surrogate with ``exp(log p_new - log p_old)``,
+half the squared value error, the entropy bonus, the gradient-norm clip and an Adam
+step; over three iterations it also anneals the learning rate and the clip range
+together (``linear_lr_schedule``). rlframe's PPO must leave the same weights.
+"""
+import copy
+
+import torch
+
+import rlframe.algos.pg.ppo as ppo_module
+from rlframe.agents.pg.categorical import CategoricalPgAgent
+from rlframe.algos.pg.ppo import PPO
+from rlframe.envs.gym import make as gym_make
+from rlframe.samplers.serial.sampler import SerialSampler
+from rlframe.utils.seed import set_seed
+
+SETTINGS = dict(discount=0.99, gae_lambda=0.95, learning_rate=1e-2, minibatches=4, epochs=4,
+                ratio_clip=0.1, value_loss_coeff=0.5, entropy_loss_coeff=0.01,
+                clip_grad_norm=0.5, normalize_advantage=True, optim_kwargs=dict(eps=1e-5))
+N_ITR = 4
+
+
+def reference_gae(reward, value, done, bootstrap_value, discount, lam):
+    """Advantages and returns [T, B], one step at a time from the end."""
+    T = reward.shape[0]
+    advantage = torch.zeros_like(reward)
+    next_value, next_advantage = bootstrap_value, torch.zeros_like(bootstrap_value)
+    for t in reversed(range(T)):
+        nonterminal = 1. - done[t]
+        delta = reward[t] + discount * next_value * nonterminal - value[t]
+        next_advantage = delta + discount * lam * nonterminal * next_advantage
+        advantage[t] = next_advantage
+        next_value = value[t]
+    return advantage, advantage + value
+
+
+def reference_update(model, optimizer, samples, idx_sets, clip):
+    """One iteration of PPO as CleanRL writes it, on samples [T, B]; returns the share
+    of the ratios the clip bounded."""
+    s = SETTINGS
+    done = samples.env.done.float()
+    advantage, return_ = reference_gae(samples.env.reward, samples.agent.agent_info.value, done,
+                                       samples.agent.bootstrap_value, s["discount"],
+                                       s["gae_lambda"])
+    advantage = (advantage - advantage.mean()) / (advantage.std(unbiased=False) + 1e-6)
+    obs = samples.env.observation.flatten(0, 1)
+    action = samples.agent.action.flatten(0, 1).long()
+    old_logp = torch.log(samples.agent.agent_info.dist_info.prob.flatten(0, 1)
+                         .gather(-1, action[:, None]).squeeze(-1))
+    advantage, return_ = advantage.flatten(), return_.flatten()
+    clipped = []
+    for idxs in idx_sets:
+        pi, v = model(obs[idxs], None, None)
+        logp = torch.log(pi.gather(-1, action[idxs, None]).squeeze(-1))
+        ratio = torch.exp(logp - old_logp[idxs])
+        clipped.append(((ratio - 1).abs() > clip).float().mean().item())
+        adv = advantage[idxs]
+        pg_loss = -torch.min(ratio * adv, torch.clamp(ratio, 1 - clip, 1 + clip) * adv).mean()
+        v_loss = 0.5 * ((v - return_[idxs]) ** 2).mean()
+        entropy = -(pi * torch.log(pi)).sum(-1).mean()
+        loss = pg_loss + s["value_loss_coeff"] * v_loss - s["entropy_loss_coeff"] * entropy
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), s["clip_grad_norm"])
+        optimizer.step()
+    return sum(clipped) / len(clipped)
+
+
+def test_ppo_update_equals_a_plain_reference(monkeypatch):
+    set_seed(0)
+    # Short episodes at first (a random CartPole policy's last ~20 steps), so that the
+    # batches hold dones mid-batch.
+    sampler = SerialSampler(EnvCls=gym_make, env_kwargs=dict(id="CartPole-v1"), batch_T=32,
+                            batch_B=4, max_decorrelation_steps=10)
+    agent = CategoricalPgAgent(model_kwargs=dict(hidden_sizes=[32, 32]))
+    sampler.initialize(agent, seed=0, bootstrap_value=True)
+    algo = PPO(**SETTINGS)
+    algo.initialize(agent, n_itr=N_ITR, batch_spec=sampler.batch_spec,
+                    mid_batch_reset=sampler.mid_batch_reset)
+    reference = copy.deepcopy(agent.model)
+    initial = [p.detach().clone() for p in agent.model.parameters()]
+    optimizer = torch.optim.Adam(reference.parameters(), lr=SETTINGS["learning_rate"], eps=1e-5)
+
+    idx_sets = []
+    split = ppo_module.minibatch_indexes
+
+    def recording(n, minibatches, generator=None):
+        idxs = split(n, minibatches, generator)
+        idx_sets.extend(idxs)
+        return idxs
+
+    monkeypatch.setattr(ppo_module, "minibatch_indexes", recording)
+    dones = 0
+    for itr in range(3):
+        agent.sample_mode(itr)
+        samples, _ = sampler.obtain_samples(itr)
+        agent.train_mode(itr)
+        dones += int(samples.env.done.sum())
+        idx_sets.clear()
+        algo.optimize_agent(itr, samples)
+        assert len(idx_sets) == SETTINGS["epochs"] * SETTINGS["minibatches"]
+        m = SETTINGS["minibatches"]
+        for epoch in range(SETTINGS["epochs"]):  # Every sample once an epoch.
+            used = torch.cat(idx_sets[epoch * m:(epoch + 1) * m]).sort().values
+            assert torch.equal(used, torch.arange(samples.env.reward.numel()))
+        # The linear schedule: iteration itr runs at (N_ITR - itr) / N_ITR of the learning
+        # rate and of the clip range (rlpyt's clip range lagged an iteration behind).
+        frac = (N_ITR - itr) / N_ITR
+        for group in optimizer.param_groups:
+            group["lr"] = SETTINGS["learning_rate"] * frac
+        clipped = reference_update(reference, optimizer, samples, idx_sets,
+                                   SETTINGS["ratio_clip"] * frac)
+        assert clipped > 0.01  # The clip is at work, so its range matters.
+        for mine, theirs in zip(agent.model.parameters(), reference.parameters()):
+            torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-5)
+        # The next batch is sampled by the updated agent, as in training.
+    assert dones >= 2  # The batches held episode ends, which GAE must cut.
+    moved = max((p - q).abs().max().item() for p, q in zip(agent.model.parameters(), initial))
+    assert moved > 1e-2  # The updates did change the weights.
+    sampler.shutdown()
