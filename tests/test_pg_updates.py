@@ -1,10 +1,12 @@
-"""PPO's update equals a plainly written one (CleanRL's formulation) on the same batch.
+"""PPO's and A2C's updates equal plainly written ones on the same batches.
 
-The reference below computes GAE with a loop, normalizes the advantages over the batch,
+PPO's reference (CleanRL's formulation) computes GAE with a loop, normalizes the advantages over the batch,
 and for every minibatch takes the clipped surrogate with ``exp(log p_new - log p_old)``,
 half the squared value error, the entropy bonus, the gradient-norm clip and an Adam
 step; over three iterations it also anneals the learning rate and the clip range
-together (``linear_lr_schedule``). rlframe's PPO must leave the same weights.
+together (``linear_lr_schedule``). rlframe's PPO must leave the same weights. A2C's
+reference takes discounted n-step returns by a loop and one RMSprop step on the whole
+batch.
 """
 import copy
 
@@ -12,6 +14,7 @@ import torch
 
 import rlframe.algos.pg.ppo as ppo_module
 from rlframe.agents.pg.categorical import CategoricalPgAgent
+from rlframe.algos.pg.a2c import A2C
 from rlframe.algos.pg.ppo import PPO
 from rlframe.envs.gym import make as gym_make
 from rlframe.samplers.serial.sampler import SerialSampler
@@ -118,6 +121,63 @@ def test_ppo_update_equals_a_plain_reference(monkeypatch):
             torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-5)
         # The next batch is sampled by the updated agent, as in training.
     assert dones >= 2  # The batches held episode ends, which GAE must cut.
+    moved = max((p - q).abs().max().item() for p, q in zip(agent.model.parameters(), initial))
+    assert moved > 1e-2  # The updates did change the weights.
+    sampler.shutdown()
+
+
+A2C_SETTINGS = dict(discount=0.99, learning_rate=7e-3, OptimCls=torch.optim.RMSprop,
+                    optim_kwargs=dict(alpha=0.99, eps=1e-5), value_loss_coeff=0.5,
+                    entropy_loss_coeff=0.01, clip_grad_norm=0.5)
+
+
+def reference_returns(reward, done, bootstrap_value, discount):
+    """Discounted returns [T, B] to the batch's end, bootstrapped there, cut at dones."""
+    return_ = torch.zeros_like(reward)
+    running = bootstrap_value
+    for t in reversed(range(reward.shape[0])):
+        running = reward[t] + discount * (1. - done[t]) * running
+        return_[t] = running
+    return return_
+
+
+def test_a2c_update_equals_a_plain_reference():
+    set_seed(1)
+    sampler = SerialSampler(EnvCls=gym_make, env_kwargs=dict(id="CartPole-v1"), batch_T=16,
+                            batch_B=8, max_decorrelation_steps=10)
+    agent = CategoricalPgAgent(model_kwargs=dict(hidden_sizes=[32, 32]))
+    sampler.initialize(agent, seed=1, bootstrap_value=True)
+    algo = A2C(**A2C_SETTINGS)
+    algo.initialize(agent, n_itr=4, batch_spec=sampler.batch_spec,
+                    mid_batch_reset=sampler.mid_batch_reset)
+    reference = copy.deepcopy(agent.model)
+    initial = [p.detach().clone() for p in agent.model.parameters()]
+    optimizer = torch.optim.RMSprop(reference.parameters(), lr=A2C_SETTINGS["learning_rate"],
+                                    alpha=0.99, eps=1e-5)
+    dones = 0
+    for itr in range(4):
+        agent.sample_mode(itr)
+        samples, _ = sampler.obtain_samples(itr)
+        agent.train_mode(itr)
+        dones += int(samples.env.done.sum())
+        algo.optimize_agent(itr, samples)
+
+        return_ = reference_returns(samples.env.reward, samples.env.done.float(),
+                                    samples.agent.bootstrap_value, A2C_SETTINGS["discount"])
+        advantage = return_ - samples.agent.agent_info.value
+        pi, v = reference(samples.env.observation, None, None)
+        action = samples.agent.action.long()
+        logp = torch.log(pi.gather(-1, action[..., None]).squeeze(-1))
+        entropy = -(pi * torch.log(pi)).sum(-1).mean()
+        loss = (-(logp * advantage).mean() + 0.5 * 0.5 * ((v - return_) ** 2).mean()
+                - 0.01 * entropy)
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(reference.parameters(), 0.5)
+        optimizer.step()
+        for mine, theirs in zip(agent.model.parameters(), reference.parameters()):
+            torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-5)
+    assert dones >= 2  # The batches held episode ends, which the returns must cut.
     moved = max((p - q).abs().max().item() for p, q in zip(agent.model.parameters(), initial))
     assert moved > 1e-2  # The updates did change the weights.
     sampler.shutdown()
