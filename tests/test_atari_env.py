@@ -105,6 +105,27 @@ def test_episodic_lives_ends_episode_not_game():
     assert not obs[:-1].any() and obs[-1].any()  # Frame stack restarted.
 
 
+@pytest.mark.parametrize("fire", [False, True])
+def test_fire_on_life_loss_serves_the_next_ball(fire):
+    """Breakout serves a ball only on FIRE: with fire_on_life_loss the env presses it
+    after a lost life, so an agent that only plays NOOP loses the next life too."""
+    env = _env(game="breakout", fire_on_reset=True, fire_on_life_loss=fire)
+    assert env.fire_on_life_loss is fire
+    _play_until_life_lost(env)
+    lives = env.ale.lives()
+    for _ in range(1500):
+        _, _, done, _ = env.step(0)  # NOOP: the paddle stays where it is.
+        if done:
+            break
+    assert (env.ale.lives() < lives) is fire
+
+
+def test_envpool_refuses_fire_on_life_loss_without_fire_on_reset():
+    from rlframe.envs.atari.envpool_atari import envpool_atari_options
+    with pytest.raises(ValueError, match="fire_on_life_loss=True needs fire_on_reset=True"):
+        envpool_atari_options(dict(game="breakout", fire_on_life_loss=True))
+
+
 def test_life_loss_without_episodic_lives_is_not_done():
     env = _env(game="breakout", fire_on_reset=True, episodic_lives=False)
     obs, _, done, info = _play_until_life_lost(env)

@@ -130,6 +130,49 @@ def test_mujoco_ff_orthogonal_init():
     assert default.v.model[0].bias.abs().max() > 0  # PyTorch's default init otherwise.
 
 
+def _assert_orthogonal(weight, gain):
+    """``weight`` / ``gain`` as a matrix [out, in * kh * kw] has orthonormal rows or
+    columns, whichever are fewer."""
+    w = weight.reshape(weight.shape[0], -1) / gain
+    small = w @ w.T if w.shape[0] <= w.shape[1] else w.T @ w
+    assert torch.allclose(small, torch.eye(small.shape[0]), atol=1e-4)
+
+
+@pytest.mark.parametrize("ModelCls", [AtariFfModel, AtariLstmModel])
+def test_atari_pg_orthogonal_init(ModelCls):
+    """CleanRL's ppo_atari.py start: Nature CNN convs and fc orthogonal with gain sqrt(2),
+    the policy 0.01, the value 1, biases 0; the conv weights keep their channels-last
+    layout."""
+    torch.manual_seed(0)
+    nature = dict(channels=[32, 64, 64], kernel_sizes=[8, 4, 3], strides=[4, 2, 1],
+                  paddings=[0, 0, 0])
+    model = ModelCls((4, 84, 84), 4, orthogonal_init=True, **nature)
+    convs = [m for m in model.conv.modules() if isinstance(m, torch.nn.Conv2d)]
+    fcs = [m for m in model.conv.modules() if isinstance(m, torch.nn.Linear)]
+    assert len(convs) == 3 and len(fcs) == 1
+    for layer in convs + fcs:
+        _assert_orthogonal(layer.weight, 2 ** 0.5)
+        assert torch.equal(layer.bias, torch.zeros_like(layer.bias))
+    assert all(c.weight.is_contiguous(memory_format=torch.channels_last) for c in convs)
+    _assert_orthogonal(model.pi.weight, 0.01)
+    _assert_orthogonal(model.value.weight, 1.)
+    assert not model.pi.bias.any() and not model.value.bias.any()
+    if ModelCls is AtariLstmModel:
+        for name, param in model.lstm.named_parameters():
+            if name.startswith("weight"):
+                _assert_orthogonal(param, 1.)
+            else:
+                assert not param.any()
+    image = torch.randint(0, 256, (2, 4, 84, 84), dtype=torch.uint8)
+    if ModelCls is AtariLstmModel:
+        pi = model(image, torch.zeros(2, 4), torch.zeros(2), None)[0]
+    else:
+        pi = model(image, None, None)[0]
+    assert torch.allclose(pi, torch.full_like(pi, 0.25), atol=0.02)  # Near uniform.
+    default = ModelCls((4, 84, 84), 4, **nature)
+    assert default.pi.bias.abs().max() > 0  # PyTorch's default init otherwise.
+
+
 @pytest.mark.parametrize("lead", LEADS)
 def test_mujoco_lstm_shapes(lead):
     model = MujocoLstmModel((11,), 3, hidden_sizes=[32], lstm_size=16,

@@ -23,13 +23,20 @@ def conv2d_output_shape(h: int, w: int, kernel_size: int = 1, stride: int = 1,
 
 def orthogonal_init_(module: torch.nn.Module, output_gain: float) -> None:
     """Orthogonal weights (gain sqrt(2) on hidden layers, ``output_gain`` on the last
-    linear layer) and zero biases for every ``Linear`` in ``module``, in place: the usual
-    PPO/A2C initialisation."""
-    linears = [m for m in module.modules() if isinstance(m, torch.nn.Linear)]
-    for i, layer in enumerate(linears):
-        gain = output_gain if i == len(linears) - 1 else math.sqrt(2)
-        torch.nn.init.orthogonal_(layer.weight, gain=gain)
-        torch.nn.init.zeros_(layer.bias)
+    layer) and zero biases for every ``Conv2d`` and ``Linear`` in ``module`` (in the order
+    they were registered), in place: the usual PPO/A2C initialisation. A conv's weight
+    is orthogonal as a matrix [out_channels, in_channels * kh * kw], whatever its memory
+    layout (channels-last included)."""
+    layers = [m for m in module.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))]
+    for i, layer in enumerate(layers):
+        gain = output_gain if i == len(layers) - 1 else math.sqrt(2)
+        values = torch.empty(layer.weight.shape, dtype=layer.weight.dtype,
+                             device=layer.weight.device)
+        torch.nn.init.orthogonal_(values, gain=gain)
+        with torch.no_grad():
+            layer.weight.copy_(values)  # Keeps the weight's own layout.
+        if layer.bias is not None:
+            torch.nn.init.zeros_(layer.bias)
 
 
 class ScaleGrad(torch.autograd.Function):

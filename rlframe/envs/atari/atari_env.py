@@ -112,13 +112,18 @@ class AtariEnv(Env):
             ale-py for the same seed; sticky actions and games that read
             uninitialised RAM (seaquest, assault, ...) differ, the two ALEs
             drawing those from different random streams.
+        fire_on_life_loss: also press FIRE (and UP) after each lost life, after its
+            NOOP, as SB3's and CleanRL's Atari wrappers do (their FireResetEnv resets
+            after every lost life under EpisodicLifeEnv): in Breakout the next ball
+            is then served without the agent pressing FIRE.
     """
 
     def __init__(self, game: str = "pong", frame_skip: int = 4, num_img_obs: int = 4,
                  clip_reward: bool = True, episodic_lives: bool = True,
                  fire_on_reset: bool = False, max_start_noops: int = 30,
                  repeat_action_probability: float = 0., horizon: int = 27000,
-                 backend: str = "ale_py", frame_shape: tuple[int, int] = RLPYT_SHAPE) -> None:
+                 backend: str = "ale_py", frame_shape: tuple[int, int] = RLPYT_SHAPE,
+                 fire_on_life_loss: bool = False) -> None:
         _check_int("frame_skip", frame_skip, 1)
         _check_int("num_img_obs", num_img_obs, 1)
         _check_int("max_start_noops", max_start_noops, 0)
@@ -132,6 +137,7 @@ class AtariEnv(Env):
         self._clip_reward: bool = bool(clip_reward)
         self._episodic_lives: bool = bool(episodic_lives)
         self._fire_on_reset: bool = bool(fire_on_reset)
+        self._fire_on_life_loss: bool = bool(fire_on_life_loss)
         self._max_start_noops: int = int(max_start_noops)
         self._repeat_action_probability: float = float(repeat_action_probability)
         self._horizon: int = int(horizon)
@@ -197,9 +203,7 @@ class AtariEnv(Env):
         for _ in range(int(self._rng.integers(0, self._max_start_noops + 1))):
             self.ale.act(0)
         if self._fire_on_reset:
-            for ale_action in (1, 2):  # FIRE, then UP, where the game has them.
-                if ale_action in self._action_ids:
-                    self.ale.act(self._action_set[self._action_ids.index(ale_action)])
+            self._fire_and_up()
         self.ale.getScreenGrayscale(self._raw_frames[1])
         self._push_frame(clear=True)
         self._step_counter = 0
@@ -229,6 +233,8 @@ class AtariEnv(Env):
         clear = lost_life and self._episodic_lives
         if lost_life:
             self._life_reset()
+            if self._fire_on_life_loss:
+                self._fire_and_up()
             if clear:
                 raw[0] = 0  # Max of the two frames = the final frame.
         self._push_frame(clear)
@@ -287,6 +293,12 @@ class AtariEnv(Env):
         self.ale.act(0)  # One NOOP, as rlpyt does after a reset or a lost life.
         self._lives = self.ale.lives()
 
+    def _fire_and_up(self) -> None:
+        """FIRE, then UP, where the game has them (their score is not counted)."""
+        for ale_action in (1, 2):
+            if ale_action in self._action_ids:
+                self.ale.act(self._action_set[self._action_ids.index(ale_action)])
+
     def _push_frame(self, clear: bool = False) -> None:
         """Make the next observation: the last frames (zeros if ``clear``), oldest first,
         and the new one. It is a new array that the env never writes again, so that
@@ -339,6 +351,11 @@ class AtariEnv(Env):
     def fire_on_reset(self) -> bool:
         """Whether FIRE (and UP) are pressed after reset."""
         return self._fire_on_reset
+
+    @property
+    def fire_on_life_loss(self) -> bool:
+        """Whether FIRE (and UP) are pressed after each lost life."""
+        return self._fire_on_life_loss
 
     @property
     def repeat_action_probability(self) -> float:

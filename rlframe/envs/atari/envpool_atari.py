@@ -25,7 +25,8 @@ Where the two differ (same keywords, not the same frames step for step):
   evaluate on one backend.
 * **After a lost life**: EnvPool plays 1 to ``noop_max`` random no-ops (and FIRE,
   with ``use_fire_reset``) before the next life's first frame; ``AtariEnv`` plays
-  one NOOP.
+  one NOOP (then FIRE and UP with ``fire_on_life_loss``, which EnvPool has only
+  together with ``fire_on_reset``: ``fire_on_life_loss`` alone is refused).
 * **No-ops at a reset**: the same law (1 to ``max_start_noops + 1`` NOOPs, the
   first of them rlpyt's NOOP after reset), so ``noop_max = max_start_noops + 1``;
   with ``fire_on_reset`` EnvPool presses FIRE in place of the last no-op, where
@@ -58,8 +59,9 @@ def envpool_atari_options(env_kwargs: dict[str, Any]) -> tuple[str, dict[str, An
     naming the keyword, for bad values), then mapped as the module docstring says.
 
     Raises:
-        ValueError: a bad ``AtariEnv`` keyword, ``backend="atari_py"``, or a game
-            that EnvPool does not have.
+        ValueError: a bad ``AtariEnv`` keyword, ``backend="atari_py"``,
+            ``fire_on_life_loss`` without ``fire_on_reset``, or a game that EnvPool
+            does not have.
     """
     backend = env_kwargs.get("backend", "ale_py")
     if backend != "ale_py":
@@ -68,6 +70,11 @@ def envpool_atari_options(env_kwargs: dict[str, Any]) -> tuple[str, dict[str, An
                          "env_backend='plain'.")
     env = AtariEnv(**env_kwargs)  # Checks every keyword, as the plain backend would.
     try:
+        if env.fire_on_life_loss and not env.fire_on_reset:
+            raise ValueError("env_backend='envpool' presses FIRE after a lost life only with "
+                             "its FIRE after a reset (use_fire_reset): AtariEnv's "
+                             "fire_on_life_loss=True needs fire_on_reset=True there, or use "
+                             "env_backend='plain'.")
         height, width = env.frame_shape
         options = dict(frame_skip=env.frame_skip, stack_num=env.num_img_obs,
                        reward_clip=env.clip_reward, episodic_life=env.episodic_lives,

@@ -1,13 +1,14 @@
 """Feed-forward categorical policy and value model for Atari frames."""
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import torch
 import torch.nn.functional as F
 
 from rlframe.models.conv2d import Conv2dHeadModel
-from rlframe.models.utils import scale_image
+from rlframe.models.utils import orthogonal_init_, scale_image
 from rlframe.utils.tensor import infer_leading_dims, restore_leading_dims
 
 
@@ -26,6 +27,10 @@ class AtariFfModel(torch.nn.Module):
         conv_autocast: None, ``"bfloat16"`` or ``"float16"``: the convolutions' arithmetic
             in that dtype (:class:`~rlframe.models.conv2d.Conv2dModel`'s ``autocast``);
             the fully connected layers and the outputs stay float32.
+        orthogonal_init: orthogonal weights and zero biases in every layer (gain sqrt(2)
+            in the convs and the fully connected layers, 0.01 on the policy's output, 1
+            on the value's), as CleanRL's ppo_atari.py and SB3 start; False keeps
+            PyTorch's default initialisation (rlpyt's).
     """
 
     def __init__(
@@ -39,6 +44,7 @@ class AtariFfModel(torch.nn.Module):
         strides: Sequence[int] | None = None,
         paddings: Sequence[int] | None = None,
         conv_autocast: str | None = None,
+        orthogonal_init: bool = False,
     ) -> None:
         super().__init__()
         self.conv = Conv2dHeadModel(
@@ -53,6 +59,10 @@ class AtariFfModel(torch.nn.Module):
         )
         self.pi = torch.nn.Linear(self.conv.output_size, output_size)
         self.value = torch.nn.Linear(self.conv.output_size, 1)
+        if orthogonal_init:
+            orthogonal_init_(self.conv, output_gain=math.sqrt(2))
+            orthogonal_init_(self.pi, output_gain=0.01)
+            orthogonal_init_(self.value, output_gain=1.)
 
     def forward(self, image: torch.Tensor, prev_action: torch.Tensor,
                 prev_reward: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

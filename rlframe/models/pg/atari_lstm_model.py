@@ -1,13 +1,14 @@
 """Recurrent categorical policy and value model for Atari frames."""
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Sequence
 
 import torch
 import torch.nn.functional as F
 
 from rlframe.models.conv2d import Conv2dHeadModel
-from rlframe.models.utils import run_lstm, scale_image
+from rlframe.models.utils import orthogonal_init_, run_lstm, scale_image
 from rlframe.utils.collections import namedarraytuple
 from rlframe.utils.tensor import infer_leading_dims, restore_leading_dims
 
@@ -36,6 +37,9 @@ class AtariLstmModel(torch.nn.Module):
         lstm_size: LSTM hidden size.
         use_maxpool, channels, kernel_sizes, strides, paddings, conv_autocast: as in
             :class:`~rlframe.models.pg.atari_ff_model.AtariFfModel` (same defaults).
+        orthogonal_init: as in :class:`~rlframe.models.pg.atari_ff_model.AtariFfModel`,
+            the LSTM's weights orthogonal with gain 1 and its biases zero (as CleanRL's
+            ppo_atari_lstm.py starts).
     """
 
     def __init__(
@@ -50,6 +54,7 @@ class AtariLstmModel(torch.nn.Module):
         strides: Sequence[int] | None = None,
         paddings: Sequence[int] | None = None,
         conv_autocast: str | None = None,
+        orthogonal_init: bool = False,
     ) -> None:
         super().__init__()
         self.conv = Conv2dHeadModel(
@@ -65,6 +70,15 @@ class AtariLstmModel(torch.nn.Module):
         self.lstm = torch.nn.LSTM(self.conv.output_size + output_size + 1, lstm_size)
         self.pi = torch.nn.Linear(lstm_size, output_size)
         self.value = torch.nn.Linear(lstm_size, 1)
+        if orthogonal_init:
+            orthogonal_init_(self.conv, output_gain=math.sqrt(2))
+            for name, param in self.lstm.named_parameters():
+                if name.startswith("weight"):
+                    torch.nn.init.orthogonal_(param, gain=1.)
+                else:
+                    torch.nn.init.zeros_(param)
+            orthogonal_init_(self.pi, output_gain=0.01)
+            orthogonal_init_(self.value, output_gain=1.)
 
     def forward(
         self,
