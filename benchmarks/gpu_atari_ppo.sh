@@ -11,7 +11,9 @@
 #
 # ARGS go to `rlframe train` when the run starts (e.g. --log-interval-steps 200000).
 # Settings: rlframe's Atari PPO preset (CleanRL's ppo_atari.py: 8 envs x 128 steps, 4
-# epochs of 4 minibatches, learning rate and clip annealed over N_STEPS), with the
+# epochs of 4 minibatches, learning rate and clip annealed over N_STEPS) with the keyword
+# arguments of the PPO Breakout entry of benchmarks/suite/atari_3m.json (CleanRL's Nature
+# CNN with orthogonal initialisation, 84x84 frames, FIRE after every lost life), with the
 # GpuSampler: one worker per env (N_PARALLEL, default 8) and the actions of all envs in
 # one forward pass of the model on GPU CUDA_IDX (default 0; set it empty to check the
 # script on a CPU). Run it from the repository root, with rlframe installed
@@ -35,12 +37,16 @@ if [ ! -f "$run/params.pkl" ] && [ -n "${RESUME_FROM:-}" ]; then
     cp -r "$RESUME_FROM" "$run"
 fi
 cuda_idx="${CUDA_IDX-0}"
+# The suite entry's keyword arguments, so that these runs have the suite's set-up.
+config="$(python -c 'import json, sys
+runs = json.load(open("benchmarks/suite/atari_3m.json"))["runs"]
+print(json.dumps([r for r in runs if r["algo"] == "ppo"][0]["config"]["kwargs"]))')" || exit 2
 if [ -f "$run/params.pkl" ]; then
     command=(rlframe resume "$run")
 else
     command=(rlframe train ppo "$game" --sampler gpu --n-parallel "${N_PARALLEL:-8}"
              --n-steps "$n_steps" --seed 0 --log-dir "$runs/$label" --run-id 0
-             --snapshot-mode last ${cuda_idx:+--cuda-idx "$cuda_idx"} "$@")
+             --snapshot-mode last --config "$config" ${cuda_idx:+--cuda-idx "$cuda_idx"} "$@")
 fi
 nvidia-smi -L 2> /dev/null || true
 echo "${command[*]} (for ${seconds} s)"
