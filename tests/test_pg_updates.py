@@ -72,19 +72,35 @@ def reference_update(model, optimizer, samples, idx_sets, clip):
     return sum(clipped) / len(clipped)
 
 
-def test_ppo_update_equals_a_plain_reference(monkeypatch):
-    set_seed(0)
+def set_up(algo, seed, batch_T, batch_B):
+    """CartPole sampling for a small categorical agent, ``algo`` initialized for
+    ``N_ITR`` iterations; with a copy of the model and its initial weights."""
+    set_seed(seed)
     # Short episodes at first (a random CartPole policy's last ~20 steps), so that the
     # batches hold dones mid-batch.
-    sampler = SerialSampler(EnvCls=gym_make, env_kwargs=dict(id="CartPole-v1"), batch_T=32,
-                            batch_B=4, max_decorrelation_steps=10)
+    sampler = SerialSampler(EnvCls=gym_make, env_kwargs=dict(id="CartPole-v1"),
+                            batch_T=batch_T, batch_B=batch_B, max_decorrelation_steps=10)
     agent = CategoricalPgAgent(model_kwargs=dict(hidden_sizes=[32, 32]))
-    sampler.initialize(agent, seed=0, bootstrap_value=True)
-    algo = PPO(**SETTINGS)
+    sampler.initialize(agent, seed=seed, bootstrap_value=True)
     algo.initialize(agent, n_itr=N_ITR, batch_spec=sampler.batch_spec,
                     mid_batch_reset=sampler.mid_batch_reset)
-    reference = copy.deepcopy(agent.model)
     initial = [p.detach().clone() for p in agent.model.parameters()]
+    return sampler, agent, copy.deepcopy(agent.model), initial
+
+
+def batches(sampler, agent, n):
+    """``(itr, samples)`` of ``n`` iterations, each batch sampled by the agent as it is
+    then (after the updates of the iterations before)."""
+    for itr in range(n):
+        agent.sample_mode(itr)
+        samples, _ = sampler.obtain_samples(itr)
+        agent.train_mode(itr)
+        yield itr, samples
+
+
+def test_ppo_update_equals_a_plain_reference(monkeypatch):
+    algo = PPO(**SETTINGS)
+    sampler, agent, reference, initial = set_up(algo, 0, batch_T=32, batch_B=4)
     optimizer = torch.optim.Adam(reference.parameters(), lr=SETTINGS["learning_rate"], eps=1e-5)
 
     idx_sets = []
@@ -97,10 +113,7 @@ def test_ppo_update_equals_a_plain_reference(monkeypatch):
 
     monkeypatch.setattr(ppo_module, "minibatch_indexes", recording)
     dones = 0
-    for itr in range(3):
-        agent.sample_mode(itr)
-        samples, _ = sampler.obtain_samples(itr)
-        agent.train_mode(itr)
+    for itr, samples in batches(sampler, agent, 3):
         dones += int(samples.env.done.sum())
         idx_sets.clear()
         algo.optimize_agent(itr, samples)
@@ -119,7 +132,6 @@ def test_ppo_update_equals_a_plain_reference(monkeypatch):
         assert clipped > 0.01  # The clip is at work, so its range matters.
         for mine, theirs in zip(agent.model.parameters(), reference.parameters()):
             torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-5)
-        # The next batch is sampled by the updated agent, as in training.
     assert dones >= 2  # The batches held episode ends, which GAE must cut.
     moved = max((p - q).abs().max().item() for p, q in zip(agent.model.parameters(), initial))
     assert moved > 1e-2  # The updates did change the weights.
@@ -142,23 +154,12 @@ def reference_returns(reward, done, bootstrap_value, discount):
 
 
 def test_a2c_update_equals_a_plain_reference():
-    set_seed(1)
-    sampler = SerialSampler(EnvCls=gym_make, env_kwargs=dict(id="CartPole-v1"), batch_T=16,
-                            batch_B=8, max_decorrelation_steps=10)
-    agent = CategoricalPgAgent(model_kwargs=dict(hidden_sizes=[32, 32]))
-    sampler.initialize(agent, seed=1, bootstrap_value=True)
     algo = A2C(**A2C_SETTINGS)
-    algo.initialize(agent, n_itr=4, batch_spec=sampler.batch_spec,
-                    mid_batch_reset=sampler.mid_batch_reset)
-    reference = copy.deepcopy(agent.model)
-    initial = [p.detach().clone() for p in agent.model.parameters()]
+    sampler, agent, reference, initial = set_up(algo, 1, batch_T=16, batch_B=8)
     optimizer = torch.optim.RMSprop(reference.parameters(), lr=A2C_SETTINGS["learning_rate"],
                                     alpha=0.99, eps=1e-5)
     dones = 0
-    for itr in range(4):
-        agent.sample_mode(itr)
-        samples, _ = sampler.obtain_samples(itr)
-        agent.train_mode(itr)
+    for itr, samples in batches(sampler, agent, N_ITR):
         dones += int(samples.env.done.sum())
         algo.optimize_agent(itr, samples)
 
