@@ -316,3 +316,20 @@ def test_a_reference_is_compared_with_the_column_it_names(atari_runs, in_tmp_cwd
     # Only the settings reported count: Breakout's runs alone read its column.
     assert main(["report", str(atari_runs / "ppo_breakout"), "--suite", mixed]) == 0
     assert "| 400 at 10M (a benchmark table) | 0.06 |" in capsys.readouterr().out
+
+
+def test_runs_of_no_entry_are_scored_by_the_column_of_the_suite(atari_runs, in_tmp_cwd,
+                                                                  capsys):
+    """Runs of settings that are not the suite's entries (another framework's, say, in
+    folders named otherwise) are scored by the column all the suite's references name,
+    with no reference beside them; where the suite's references name several, by
+    ReturnAverage."""
+    os.rename(atari_runs / "ppo_breakout", atari_runs / "ppo_breakout_other")
+    suite = atari_suite(in_tmp_cwd / "atari.json", ["GameScoreAverage", "GameScoreAverage"])
+    assert main(["report", str(atari_runs / "ppo_breakout_other"), "--suite", suite]) == 0
+    out = capsys.readouterr().out
+    assert "| ppo_breakout_other | breakout | 3 | 300 | 23.33 [" in out
+    assert "Scores: GameScoreAverage at the last step" in out and "at 10M" not in out
+    mixed = atari_suite(in_tmp_cwd / "mixed.json", ["GameScoreAverage", None])
+    assert main(["report", str(atari_runs / "ppo_breakout_other"), "--suite", mixed]) == 0
+    assert "Scores: ReturnAverage at the last step" in capsys.readouterr().out

@@ -22,8 +22,9 @@ them) gets the entry's reference score and its final IQM as a fraction of it; th
 fractions of several tasks are pooled (IQM, mean, median with intervals) and drawn as
 a performance profile (DIR/profile.png). A reference is a score of one column (its
 "key" in the suite, ReturnAverage unless it says otherwise: Atari's are game scores,
-GameScoreAverage); without --key the runs are scored by the column the references name,
-and a reference of another column than --key is left out of the comparison, and named.
+GameScoreAverage); without --key the runs are scored by the column the references name
+(runs of no entry, another framework's alone, by the column all the suite's name), and
+a reference of another column than --key is left out of the comparison, and named.
 With --compare SETTING BASELINE (repeatable; labels as the table names the settings),
 the two settings of one task are read at the steps both reached: each one's final IQM,
 their difference and the probability that a run of SETTING ends above a run of
@@ -111,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         folders = {experiment_of(run) for run in find_run_dirs(args.run_dirs)}
         key, references, unmatched = score_key(
             args.key, {label: ref for label, ref in references.items() if label in folders},
-            args.suite)
+            args.suite, suite_references=references)
         reports = setting_reports(args.run_dirs, key, args.x_key, args.confidence,
                                   args.resamples, args.seed, args.final_window)
         table = markdown_table(reports, key, args.confidence, references)
@@ -151,8 +152,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def score_key(key: str | None, references: dict, suite_path: str | None
-              ) -> tuple[str, dict, str]:
+def score_key(key: str | None, references: dict, suite_path: str | None,
+              suite_references: dict | None = None) -> tuple[str, dict, str]:
     """The score column and the references comparable with it.
 
     Args:
@@ -160,10 +161,14 @@ def score_key(key: str | None, references: dict, suite_path: str | None
         references: :class:`~rlframe.utils.report.runs.Reference` by entry label, of the
             settings reported.
         suite_path: ``--suite``, named in errors.
+        suite_references: every entry's reference (by label), for runs of settings that
+            are not the suite's entries (another framework's runs of its tasks, say).
 
     Returns:
         ``(key, references of that column, the others as "label (its key)", or "")``.
-        Without ``key``: the column all references name (ReturnAverage without any).
+        Without ``key``: the column all references name; where no setting reported is
+        an entry of the suite, the column all of the suite's references name;
+        ReturnAverage without any (or where the suite's name several).
 
     Raises:
         CommandError: no ``key`` and references of different columns.
@@ -179,7 +184,9 @@ def score_key(key: str | None, references: dict, suite_path: str | None
             raise CommandError(f"--suite {suite_path}: its references are scores of "
                                f"different columns ({by_key}); give --key, and report the "
                                "runs of each column apart")
-        key = keys[0] if keys else "ReturnAverage"
+        if not keys:  # No setting of the suite's: the column the whole suite scores by.
+            keys = sorted({column(ref.key) for ref in (suite_references or {}).values()})
+        key = keys[0] if len(keys) == 1 else "ReturnAverage"
     same = {label: ref for label, ref in references.items() if column(ref.key) == column(key)}
     unmatched = ", ".join(f"{label} ({ref.key})" for label, ref in references.items()
                           if label not in same)
