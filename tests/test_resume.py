@@ -216,8 +216,11 @@ def test_torchrun_max_restarts_resumes_after_a_rank_was_killed(in_tmp_cwd):
     on from rank 0's final snapshot (written when the process group broke)."""
     env = dict(os.environ, PYTHONPATH=TESTS, OMP_NUM_THREADS="1")
     env.pop("RLFRAME_DATA_DIR", None)
+    # torchrun's logs in the test's folder, not in a torchelastic_* folder it would leave
+    # in the temporary directory.
     result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                             "--nproc_per_node=2", "--max-restarts=1", SYNC_SCRIPT, "1", "13"],
+                             "--log-dir", "torchrun_logs", "--nproc_per_node=2",
+                             "--max-restarts=1", SYNC_SCRIPT, "1", "13"],
                             env=env, capture_output=True, text=True, timeout=280)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     assert os.path.exists("first_attempt_done")  # Rank 1 was killed once.

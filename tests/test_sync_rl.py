@@ -35,6 +35,9 @@ from rlframe.utils.logging.context import logger_context
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLE = os.path.join(REPO, "examples", "example_sync_ppo.py")
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
+# torchrun's own logs go to --log-dir, by default a torchelastic_* folder it makes in the
+# temporary directory and leaves there; the tests give it one in their own folder.
+TORCHRUN_LOGS = ["--log-dir", "torchrun_logs"]
 # No pinning: the test machine's cores are shared with the test runner.
 TWO_RANKS = [dict(master_torch_threads=1, workers_cpus=[0]),
              dict(master_torch_threads=1, workers_cpus=[0])]
@@ -355,8 +358,9 @@ def torchrun_env():
 @pytest.mark.slow
 @pytest.mark.timeout(200)
 def test_torchrun_standalone_two_processes(in_tmp_cwd):
-    result = subprocess.run(TORCHRUN + ["--standalone", "--nproc_per_node=2", EXAMPLE,
-                                        "--n_steps", "10240", "--log_dir", "standalone"],
+    result = subprocess.run(TORCHRUN + TORCHRUN_LOGS + ["--standalone", "--nproc_per_node=2",
+                                                        EXAMPLE, "--n_steps", "10240",
+                                                        "--log_dir", "standalone"],
                             cwd=in_tmp_cwd, capture_output=True, text=True, timeout=180,
                             env=torchrun_env())
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
@@ -376,7 +380,8 @@ def test_torchrun_two_nodes_over_loopback(in_tmp_cwd):
     common = ["--nnodes=2", "--nproc_per_node=1", "--master_addr=127.0.0.1",
               f"--master_port={port}"]
     script = [EXAMPLE, "--n_steps", "10240", "--log_dir", "two_nodes"]
-    nodes = [subprocess.Popen(TORCHRUN + common + [f"--node_rank={r}"] + script,
+    nodes = [subprocess.Popen(TORCHRUN + TORCHRUN_LOGS + common + [f"--node_rank={r}"]
+                              + script,
                               cwd=in_tmp_cwd, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True, env=torchrun_env())
              for r in (1, 0)]
