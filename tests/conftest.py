@@ -24,11 +24,12 @@ if "PYTEST_XDIST_WORKER" in os.environ:
         os.environ.setdefault(_name, _value)
 
 _INDUCTOR_CACHE = pytest.StashKey[str]()
+_RAY_TMPDIR = pytest.StashKey[str]()
 
 
 def pytest_configure(config):
     """The test session's processes (xdist workers, scripts, children) share one
-    torch.compile cache of their own, removed at the end: a graph that one test
+    torch.compile cache and one Ray folder of their own, removed at the end: a graph that one test
     compiled (e.g. the check that torch.compile works here) is not compiled again by the
     next, and nothing is left in the machine's cache. Inductor compiles in the
     compiling process, without a pool of compile workers that would import torch
@@ -39,12 +40,19 @@ def pytest_configure(config):
         config.stash[_INDUCTOR_CACHE] = tempfile.mkdtemp(prefix="rlframe_tests_inductor_")
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = config.stash[_INDUCTOR_CACHE]
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    # Ray keeps every local session's logs in $RAY_TMPDIR/ray (default /tmp/ray): the
+    # session's go to a folder of its own, removed at the end. Its path is short, as
+    # Ray's sockets are in it.
+    if "RAY_TMPDIR" not in os.environ:
+        config.stash[_RAY_TMPDIR] = tempfile.mkdtemp(prefix="rlft_ray_", dir="/tmp")
+        os.environ["RAY_TMPDIR"] = config.stash[_RAY_TMPDIR]
 
 
 def pytest_unconfigure(config):
-    path = config.stash.get(_INDUCTOR_CACHE, None)
-    if path is not None:
-        shutil.rmtree(path, ignore_errors=True)
+    for key in (_INDUCTOR_CACHE, _RAY_TMPDIR):
+        path = config.stash.get(key, None)
+        if path is not None:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture
