@@ -218,21 +218,24 @@ def process_context(start_method: str | None, preload: Sequence[str] = ()) -> Ba
         preload: further modules for a forkserver to import before it forks.
     """
     ctx = mp.get_context(start_method)
-    if ctx.get_start_method() == "forkserver" and (why := forkserver_socket_problem()):
+    if ctx.get_start_method() != "forkserver":
+        return ctx
+    why = forkserver_socket_problem()
+    if why is not None:
         import tempfile
-        if tempfile.gettempdir() not in _SAID:  # Once: autotune starts a child a measurement.
-            _SAID.add(tempfile.gettempdir())
+        tmpdir = tempfile.gettempdir()
+        if tmpdir not in _SAID:  # Once: autotune starts a child a measurement.
+            _SAID.add(tmpdir)
             from rlframe.utils.logging import logger
             logger.log(f"Starting child processes with start_method='spawn' instead of "
                        f"'forkserver': {why}. Set TMPDIR to a shorter directory to keep the "
                        "forkserver.")
         return mp.get_context("spawn")
-    if ctx.get_start_method() == "forkserver":
-        from multiprocessing import forkserver
-        # The list the next forkserver start uses (multiprocessing offers no getter).
-        modules = list(getattr(forkserver._forkserver, "_preload_modules", ["__main__"]))
-        ctx.set_forkserver_preload(modules + [m for m in (*FORKSERVER_PRELOAD, *preload)
-                                              if m not in modules])
+    from multiprocessing import forkserver
+    # The list the next forkserver start uses (multiprocessing offers no getter).
+    modules = list(getattr(forkserver._forkserver, "_preload_modules", ["__main__"]))
+    ctx.set_forkserver_preload(modules + [m for m in (*FORKSERVER_PRELOAD, *preload)
+                                          if m not in modules])
     return ctx
 
 
