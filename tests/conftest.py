@@ -29,9 +29,9 @@ _RAY_TMPDIR = pytest.StashKey[str]()
 
 def pytest_configure(config):
     """The test session's processes (xdist workers, scripts, children) share one
-    torch.compile cache and one Ray folder of their own, removed at the end: a graph that one test
-    compiled (e.g. the check that torch.compile works here) is not compiled again by the
-    next, and nothing is left in the machine's cache. Inductor compiles in the
+    torch.compile cache and one Ray folder of their own, removed at the end: a graph that
+    one test compiled (e.g. the check that torch.compile works here) is not compiled again
+    by the next, and nothing is left in the machine's cache. Inductor compiles in the
     compiling process, without a pool of compile workers that would import torch
     again on cores the tests are using."""
     if "PYTEST_XDIST_WORKER" in os.environ:  # A worker inherits the controller's.

@@ -1,12 +1,12 @@
 """PPO's and A2C's updates equal plainly written ones on the same batches.
 
-PPO's reference (CleanRL's formulation) computes GAE with a loop, normalizes the advantages over the batch,
-and for every minibatch takes the clipped surrogate with ``exp(log p_new - log p_old)``,
-half the squared value error, the entropy bonus, the gradient-norm clip and an Adam
-step; over three iterations it also anneals the learning rate and the clip range
-together (``linear_lr_schedule``). rlframe's PPO must leave the same weights. A2C's
-reference takes discounted n-step returns by a loop and one RMSprop step on the whole
-batch.
+PPO's reference (CleanRL's formulation) computes GAE with a loop, normalizes the
+advantages over the batch, and for every minibatch takes the clipped surrogate with
+``exp(log p_new - log p_old)``, half the squared value error, the entropy bonus, the
+gradient-norm clip and an Adam step; over three iterations it also anneals the learning
+rate and the clip range together (``linear_lr_schedule``). rlframe's PPO must leave the
+same weights. A2C's reference takes the discounted n-step returns (the same loop with
+lambda 1) and one RMSprop step on the whole batch.
 """
 import copy
 
@@ -143,16 +143,6 @@ A2C_SETTINGS = dict(discount=0.99, learning_rate=7e-3, OptimCls=torch.optim.RMSp
                     entropy_loss_coeff=0.01, clip_grad_norm=0.5)
 
 
-def reference_returns(reward, done, bootstrap_value, discount):
-    """Discounted returns [T, B] to the batch's end, bootstrapped there, cut at dones."""
-    return_ = torch.zeros_like(reward)
-    running = bootstrap_value
-    for t in reversed(range(reward.shape[0])):
-        running = reward[t] + discount * (1. - done[t]) * running
-        return_[t] = running
-    return return_
-
-
 def test_a2c_update_equals_a_plain_reference():
     algo = A2C(**A2C_SETTINGS)
     sampler, agent, reference, initial = set_up(algo, 1, batch_T=16, batch_B=8)
@@ -163,9 +153,12 @@ def test_a2c_update_equals_a_plain_reference():
         dones += int(samples.env.done.sum())
         algo.optimize_agent(itr, samples)
 
-        return_ = reference_returns(samples.env.reward, samples.env.done.float(),
-                                    samples.agent.bootstrap_value, A2C_SETTINGS["discount"])
-        advantage = return_ - samples.agent.agent_info.value
+        # With lambda 1, GAE's returns are the discounted returns to the batch's end,
+        # bootstrapped there and cut at dones, and its advantages those less the values.
+        advantage, return_ = reference_gae(samples.env.reward, samples.agent.agent_info.value,
+                                           samples.env.done.float(),
+                                           samples.agent.bootstrap_value,
+                                           A2C_SETTINGS["discount"], 1.)
         pi, v = reference(samples.env.observation, None, None)
         action = samples.agent.action.long()
         logp = torch.log(pi.gather(-1, action[..., None]).squeeze(-1))
