@@ -1,7 +1,8 @@
 """PPO's and A2C's updates equal plainly written ones on the same batches.
 
 PPO's reference (CleanRL's formulation) computes GAE with a loop, normalizes the
-advantages over the batch, and for every minibatch takes the clipped surrogate with
+advantages over the batch or (``normalize_advantage="minibatch"``, as CleanRL and SB3 do)
+over each minibatch, and for every minibatch takes the clipped surrogate with
 ``exp(log p_new - log p_old)``, half the squared value error, the entropy bonus, the
 gradient-norm clip and an Adam step; over three iterations it also anneals the learning
 rate and the clip range together (``linear_lr_schedule``). rlframe's PPO must leave the
@@ -10,10 +11,11 @@ lambda 1) and one RMSprop step on the whole batch.
 """
 import copy
 
+import pytest
 import torch
 
 import rlframe.algos.pg.ppo as ppo_module
-from rlframe.agents.pg.categorical import CategoricalPgAgent
+from rlframe.agents.pg.categorical import CategoricalPgAgent, RecurrentCategoricalPgAgent
 from rlframe.algos.pg.a2c import A2C
 from rlframe.algos.pg.ppo import PPO
 from rlframe.envs.gym import make as gym_make
@@ -40,15 +42,21 @@ def reference_gae(reward, value, done, bootstrap_value, discount, lam):
     return advantage, advantage + value
 
 
-def reference_update(model, optimizer, samples, idx_sets, clip):
-    """One iteration of PPO as CleanRL writes it, on samples [T, B]; returns the share
-    of the ratios the clip bounded."""
+def standardize(advantage):
+    return (advantage - advantage.mean()) / (advantage.std(unbiased=False) + 1e-6)
+
+
+def reference_update(model, optimizer, samples, idx_sets, clip, per_minibatch):
+    """One iteration of PPO as CleanRL writes it, on samples [T, B], the advantages
+    standardized over the batch or over each minibatch; returns the share of the ratios
+    the clip bounded."""
     s = SETTINGS
     done = samples.env.done.float()
     advantage, return_ = reference_gae(samples.env.reward, samples.agent.agent_info.value, done,
                                        samples.agent.bootstrap_value, s["discount"],
                                        s["gae_lambda"])
-    advantage = (advantage - advantage.mean()) / (advantage.std(unbiased=False) + 1e-6)
+    if not per_minibatch:
+        advantage = standardize(advantage)
     obs = samples.env.observation.flatten(0, 1)
     action = samples.agent.action.flatten(0, 1).long()
     old_logp = torch.log(samples.agent.agent_info.dist_info.prob.flatten(0, 1)
@@ -60,7 +68,7 @@ def reference_update(model, optimizer, samples, idx_sets, clip):
         logp = torch.log(pi.gather(-1, action[idxs, None]).squeeze(-1))
         ratio = torch.exp(logp - old_logp[idxs])
         clipped.append(((ratio - 1).abs() > clip).float().mean().item())
-        adv = advantage[idxs]
+        adv = standardize(advantage[idxs]) if per_minibatch else advantage[idxs]
         pg_loss = -torch.min(ratio * adv, torch.clamp(ratio, 1 - clip, 1 + clip) * adv).mean()
         v_loss = 0.5 * ((v - return_[idxs]) ** 2).mean()
         entropy = -(pi * torch.log(pi)).sum(-1).mean()
@@ -98,8 +106,9 @@ def batches(sampler, agent, n):
         yield itr, samples
 
 
-def test_ppo_update_equals_a_plain_reference(monkeypatch):
-    algo = PPO(**SETTINGS)
+@pytest.mark.parametrize("normalize", [True, "minibatch"])
+def test_ppo_update_equals_a_plain_reference(monkeypatch, normalize):
+    algo = PPO(**dict(SETTINGS, normalize_advantage=normalize))
     sampler, agent, reference, initial = set_up(algo, 0, batch_T=32, batch_B=4)
     optimizer = torch.optim.Adam(reference.parameters(), lr=SETTINGS["learning_rate"], eps=1e-5)
 
@@ -128,7 +137,7 @@ def test_ppo_update_equals_a_plain_reference(monkeypatch):
         for group in optimizer.param_groups:
             group["lr"] = SETTINGS["learning_rate"] * frac
         clipped = reference_update(reference, optimizer, samples, idx_sets,
-                                   SETTINGS["ratio_clip"] * frac)
+                                   SETTINGS["ratio_clip"] * frac, normalize == "minibatch")
         assert clipped > 0.01  # The clip is at work, so its range matters.
         for mine, theirs in zip(agent.model.parameters(), reference.parameters()):
             torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-5)
@@ -136,6 +145,54 @@ def test_ppo_update_equals_a_plain_reference(monkeypatch):
     moved = max((p - q).abs().max().item() for p, q in zip(agent.model.parameters(), initial))
     assert moved > 1e-2  # The updates did change the weights.
     sampler.shutdown()
+
+
+def test_recurrent_minibatch_advantages_are_standardized_over_their_valid_steps(monkeypatch):
+    """A recurrent agent's minibatches are [T, B_m] sequences with a mask after each
+    episode's end; each minibatch's advantages are standardized over its valid steps."""
+    set_seed(2)
+    sampler = SerialSampler(EnvCls=gym_make, env_kwargs=dict(id="CartPole-v1"),
+                            batch_T=32, batch_B=4, max_decorrelation_steps=10)
+    agent = RecurrentCategoricalPgAgent()
+    sampler.initialize(agent, seed=2, bootstrap_value=True)
+    algo = PPO(minibatches=2, epochs=2, gae_lambda=0.95, normalize_advantage="minibatch")
+    algo.initialize(agent, n_itr=2, batch_spec=sampler.batch_spec,
+                    mid_batch_reset=sampler.mid_batch_reset)
+    idx_sets, seen = [], []
+    split, loss = ppo_module.minibatch_indexes, algo.loss
+
+    def recording_split(n, minibatches, generator=None):
+        idxs = split(n, minibatches, generator)
+        idx_sets.extend(idxs)
+        return idxs
+
+    def recording_loss(agent_inputs, action, return_, advantage, valid, *rest):
+        seen.append((advantage, valid))
+        return loss(agent_inputs, action, return_, advantage, valid, *rest)
+
+    monkeypatch.setattr(ppo_module, "minibatch_indexes", recording_split)
+    monkeypatch.setattr(algo, "loss", recording_loss)
+    (_, samples), = batches(sampler, agent, 1)
+    _, raw, valid = algo.process_returns(samples)  # Not standardized: that is per minibatch.
+    algo.optimize_agent(0, samples)
+    assert len(seen) == len(idx_sets) == 4
+    assert (valid == 0).any()  # Some steps lie after an episode's end.
+    for idxs, (advantage, mask) in zip(idx_sets, seen):
+        assert torch.equal(mask, valid[:, idxs])
+        kept, steps = raw[:, idxs][mask.bool()], mask.sum()
+        mean = kept.sum() / steps
+        std = ((kept - mean) ** 2).sum().div(steps).sqrt()
+        torch.testing.assert_close(advantage[mask.bool()], (kept - mean) / (std + 1e-6))
+        assert abs(raw[:, idxs].mean() - mean) > 1e-3  # The masked steps would shift it.
+    sampler.shutdown()
+
+
+@pytest.mark.parametrize("AlgoCls, value, allowed", [
+    (PPO, "batch", "False or True or 'minibatch'"), (PPO, 1, "False or True or 'minibatch'"),
+    (A2C, "minibatch", "False or True")])
+def test_normalize_advantage_takes_only_its_choices(AlgoCls, value, allowed):
+    with pytest.raises(ValueError, match=f"normalize_advantage={value!r}: give {allowed}$"):
+        AlgoCls(normalize_advantage=value)
 
 
 A2C_SETTINGS = dict(discount=0.99, learning_rate=7e-3, OptimCls=torch.optim.RMSprop,

@@ -56,6 +56,19 @@ def valid_mean(tensor: torch.Tensor, valid: torch.Tensor | None = None,
     return (tensor * valid).sum(dim=dim) / valid.sum(dim=dim).clamp(min=1e-8)
 
 
+def valid_standardize(tensor: torch.Tensor, valid: torch.Tensor | None = None,
+                      eps: float = 1e-6) -> torch.Tensor:
+    """``(tensor - mean) / (std + eps)`` over the entries where ``valid`` is nonzero.
+
+    The population standard deviation (no Bessel correction), so a single entry
+    standardizes to 0 rather than NaN. Entries outside ``valid`` are shifted and scaled
+    alike and stay masked wherever ``valid`` is used.
+    """
+    mean = valid_mean(tensor, valid)
+    var = valid_mean((tensor - mean) ** 2, valid)
+    return (tensor - mean) / (var.sqrt() + eps)
+
+
 def minibatch_indexes(n: int, minibatches: int,
                       generator: torch.Generator | None = None) -> list[torch.Tensor | slice]:
     """Split ``range(n)`` into ``minibatches`` shuffled index sets of ``n // minibatches``.

@@ -15,7 +15,7 @@ from rlframe.models.running_mean_std import RunningMeanStdModel
 from rlframe.utils.buffer import buffer_method
 from rlframe.utils.checks import check_number
 from rlframe.utils.collections import namedarraytuple
-from rlframe.utils.tensor import valid_mean
+from rlframe.utils.tensor import valid_mean, valid_standardize
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -100,6 +100,7 @@ class PolicyGradientAlgo(RlAlgorithm):
 
     bootstrap_value = True
     normalize_reward = False  # Subclasses that take no such argument keep the rewards as they are.
+    normalize_advantage_choices: tuple = (False, True)
     reward_scale: RewardScale | None = None
     opt_info_fields = tuple(f for f in OptInfo._fields)
 
@@ -137,6 +138,11 @@ class PolicyGradientAlgo(RlAlgorithm):
         self.entropy_loss_coeff = check_number("entropy_loss_coeff", self.entropy_loss_coeff,
                                                low=-math.inf)
         self.clip_grad_norm = check_number("clip_grad_norm", self.clip_grad_norm)
+        given, choices = self.normalize_advantage, self.normalize_advantage_choices
+        # Compared by type too: 1 == True, but the update tests ``is True``.
+        if not any(type(given) is type(choice) and given == choice for choice in choices):
+            raise ValueError(f"normalize_advantage={given!r}: give "
+                             + " or ".join(repr(choice) for choice in choices))
         if not isinstance(self.normalize_reward, bool):
             raise TypeError(f"normalize_reward={self.normalize_reward!r}: give True or False")
         self.reward_scale = RewardScale(self.discount) if self.normalize_reward else None
@@ -190,10 +196,8 @@ class PolicyGradientAlgo(RlAlgorithm):
             advantage, return_ = generalized_advantage_estimation(
                 reward, value, done, bootstrap_value, self.discount, self.gae_lambda)
 
-        if self.normalize_advantage:
-            mean = valid_mean(advantage, valid)
-            var = valid_mean((advantage - mean) ** 2, valid)
-            advantage = (advantage - mean) / (var.sqrt() + 1e-6)
+        if self.normalize_advantage is True:  # PPO's "minibatch" standardizes in its loop.
+            advantage = valid_standardize(advantage, valid)
         return return_, advantage, valid
 
     def forward(self, agent_inputs: AgentInputs, init_rnn_state: TensorTree | None = None

@@ -10,7 +10,7 @@ from rlframe.algos.base import check_compile, check_optimizer, read_stats
 from rlframe.algos.pg.base import LossInputs, OptInfo, PolicyGradientAlgo
 from rlframe.utils.buffer import buffer_method
 from rlframe.utils.checks import check_number, positive_int
-from rlframe.utils.tensor import minibatch_indexes, valid_mean
+from rlframe.utils.tensor import minibatch_indexes, valid_mean, valid_standardize
 
 if TYPE_CHECKING:
     from rlframe.agents.base import BaseAgent
@@ -37,7 +37,9 @@ class PPO(PolicyGradientAlgo):
         ratio_clip: likelihood-ratio clip range epsilon.
         linear_lr_schedule: anneal learning rate and ratio_clip linearly to 0
             over the run's iterations.
-        normalize_advantage: standardize advantages over the batch.
+        normalize_advantage: standardize advantages over the whole batch (True, as
+            rlpyt does) or over each minibatch as it is used ("minibatch", as
+            CleanRL and SB3 do); False keeps them as they are.
         bootstrap_timelimit: bootstrap episodes cut by a time limit (envs that
             report ``env_info.timeout``) instead of treating them as terminal.
         compile: run :meth:`loss` (with the model) through ``torch.compile``, built
@@ -49,13 +51,15 @@ class PPO(PolicyGradientAlgo):
             gymnasium's ``NormalizeReward`` and SB3's ``VecNormalize`` do in the env).
     """
 
+    normalize_advantage_choices = (False, True, "minibatch")
+
     def __init__(self, discount: float = 0.99, learning_rate: float = 0.001,
                  value_loss_coeff: float = 1., entropy_loss_coeff: float = 0.01,
                  OptimCls: type = torch.optim.Adam, optim_kwargs: dict | None = None,
                  clip_grad_norm: float = 1., initial_optim_state_dict: dict | None = None,
                  gae_lambda: float = 1, minibatches: int = 4, epochs: int = 4,
                  ratio_clip: float = 0.1, linear_lr_schedule: bool = True,
-                 normalize_advantage: bool = False, bootstrap_timelimit: bool = True,
+                 normalize_advantage: bool | str = False, bootstrap_timelimit: bool = True,
                  compile: bool = False, normalize_reward: bool = False):
         self.discount = discount
         self.learning_rate = learning_rate
@@ -130,6 +134,9 @@ class PPO(PolicyGradientAlgo):
         for _epoch in range(self.epochs):
             for idxs in minibatch_indexes(n_split, self.minibatches):
                 minibatch = loss_inputs[:, idxs] if recurrent else loss_inputs[idxs]
+                if self.normalize_advantage == "minibatch":
+                    minibatch = minibatch._replace(
+                        advantage=valid_standardize(minibatch.advantage, minibatch.valid))
                 rnn_state = init_rnn_state[idxs] if recurrent else None
                 loss, entropy, perplexity = loss_fn(*minibatch, rnn_state)
                 grad_norm, = self.gradient_step(loss, (self.optimizer, self._params))
