@@ -124,28 +124,53 @@ def test_a_bad_suite_is_refused_before_anything_runs(in_tmp_cwd, capsys):
     assert not os.path.exists("out")
 
 
-def test_another_version_of_the_suite_is_refused(in_tmp_cwd, capsys):
-    suite = tiny_suite(in_tmp_cwd / "tiny.json")
-    os.makedirs("out")
-    (in_tmp_cwd / "out" / "suite.json").write_text(json.dumps(dict(name="older", runs=[])))
-    assert main(["benchmark", suite, "-o", "out"]) == 2
-    assert "holds the runs of another version of the suite" in capsys.readouterr().err
+def two_entry_suite(path):
+    """The tiny suite and an A2C entry beside it (label ``a2c_CartPole-v1``)."""
+    content = json.loads(open(tiny_suite(path)).read())
+    a2c = json.loads(json.dumps(content["runs"][0]))
+    del a2c["config"]["kwargs"]["algo"]  # PPO's epochs.
+    content["runs"].append(dict(a2c, algo="a2c", seeds=1))
+    path.write_text(json.dumps(content))
+    return content
 
 
-def test_a_suite_may_correct_its_references_and_notes_and_keep_its_runs(in_tmp_cwd, capsys):
-    """What does not change a run (the description, notes, references) may change between
-    calls; what does (here n_steps) may not."""
-    suite = tiny_suite(in_tmp_cwd / "tiny.json")
-    os.makedirs("out")
-    older = json.loads(open(suite).read())
-    older["runs"][0]["reference"] = dict(score=475, steps=100000, source="an older table")
-    (in_tmp_cwd / "out" / "suite.json").write_text(json.dumps(dict(older, description="old")))
-    assert main(["benchmark", suite, "-o", "out", "--dry-run"]) == 0
-    assert "ppo_CartPole-v1/run_1: new" in capsys.readouterr().out
-    older["runs"][0]["n_steps"] = 4096
-    (in_tmp_cwd / "out" / "suite.json").write_text(json.dumps(older))
-    assert main(["benchmark", suite, "-o", "out", "--dry-run"]) == 2
-    assert "differs from" in capsys.readouterr().err
+def test_an_entry_whose_runs_the_folder_holds_may_not_change(in_tmp_cwd, capsys):
+    """The folder's copy of the suite its runs started from: an entry with a finished or
+    resumable run there keeps what decides its runs (its notes, reference and seeds may
+    change); the message names each change. Entries without runs may change or go."""
+    then = two_entry_suite(in_tmp_cwd / "tiny.json")
+    os.makedirs("out/ppo_CartPole-v1/run_0")
+    os.makedirs("out/a2c_CartPole-v1/run_0")  # Started, no snapshot yet: starts again.
+    (in_tmp_cwd / "out/ppo_CartPole-v1/run_0/suite_done.json").write_text("{}")
+    (in_tmp_cwd / "out/suite.json").write_text(json.dumps(then))
+
+    def dry_run(now):
+        (in_tmp_cwd / "tiny.json").write_text(json.dumps(now))
+        code = main(["benchmark", "tiny.json", "-o", "out", "--dry-run"])
+        return code, capsys.readouterr()
+
+    now = json.loads(json.dumps(then))
+    now["runs"][1]["n_steps"] = 4096  # A2C's entry holds no run.
+    now["runs"][0].update(seeds=3, notes="more seeds",
+                          reference=dict(score=475, steps=100000, source="an older table"))
+    code, out = dry_run(now)
+    assert code == 0, out.err
+    assert "ppo_CartPole-v1/run_0: done" in out.out and "ppo_CartPole-v1/run_2: new" in out.out
+    now["runs"][0]["n_steps"] = 4096
+    now["runs"][0]["config"]["kwargs"]["algo"]["epochs"] = 2
+    code, out = dry_run(now)
+    assert code == 2
+    assert ("out holds runs of entries that tiny.json gives otherwise now (its suite.json -> "
+            "now: ppo_CartPole-v1: config.kwargs.algo.epochs: 1 -> 2; ppo_CartPole-v1: "
+            "n_steps: 2048 -> 4096); give a new -o, or remove") in out.err
+    code, out = dry_run(dict(now, runs=now["runs"][1:]))
+    assert code == 2 and "ppo_CartPole-v1: no such entry now" in out.err
+    (in_tmp_cwd / "out/suite.json").write_text(json.dumps([then]))
+    code, out = dry_run(then)
+    assert code == 2 and "suite.json is no suite file this rlframe reads" in out.err
+    (in_tmp_cwd / "out/suite.json").write_text(json.dumps(then))
+    os.remove("out/ppo_CartPole-v1/run_0/suite_done.json")  # No run held: any change goes.
+    assert dry_run(now)[0] == 0
 
 
 def test_a_kept_run_with_other_settings_than_its_entry_now_is_refused(in_tmp_cwd, capsys,

@@ -5,9 +5,12 @@ Every run of the suite (:mod:`rlframe.presets.suite`) lives in
 ``OUT/<label>/run_<seed>``. A run that finished holds ``suite_done.json`` and is not
 run again; one that was stopped after its first snapshot is resumed from it (as
 ``rlframe resume`` does); one stopped before any snapshot starts again. So after a
-kill, the same command completes the suite. A kept run whose params.json records other
-settings than its entry gives now (rlframe's presets changed, say) is refused, so that an
-entry's seeds share their settings. The runs go through the experiment
+kill, the same command completes the suite. ``OUT/suite.json`` keeps a copy of the suite
+as its runs started: an entry with finished or resumable runs in ``OUT`` may gain seeds
+and new notes or references, but not other settings, while the other entries may change,
+come and go. A kept run whose params.json records other settings than its entry gives now
+(rlframe's presets changed, say) is refused, so that an entry's seeds share their
+settings. The runs go through the experiment
 launcher (:func:`rlframe.utils.launching.grid.run_queue`): each in a process of its
 own, pinned to its run slot's cores, its output in ``launch.log`` in its run
 directory; Ctrl-C or SIGTERM stops them all.
@@ -18,6 +21,7 @@ launcher starts): it trains or resumes the run and marks it done.
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import shutil
@@ -34,6 +38,7 @@ if TYPE_CHECKING:
 
 DONE_FILE = "suite_done.json"
 SUITE_COPY = "suite.json"
+_NOT_SET = object()  # A key on one side of a comparison only.
 
 EXAMPLES = """\
 SUITE is a suite file (see benchmarks/suite/): entries of algo, env_id, n_steps,
@@ -105,6 +110,53 @@ def runs_of(suite: Any) -> Any:
             if isinstance(entry, dict) else entry for entry in suite["runs"]]
 
 
+def held_entry_changes(kept: Any, now: dict[str, Any], out: str) -> list[str]:
+    """How the suite ``now`` changes the entries whose runs ``out`` holds.
+
+    ``kept`` is the copy of the suite that ``out``'s runs were started from. An entry
+    with a finished or resumable run in ``out`` must keep what decides its runs (all
+    but its notes, reference and seeds: each run is one seed, so seeds may be added);
+    entries without runs may change, come or go. A copy this rlframe cannot read as a
+    suite must equal ``now`` in what its runs do.
+
+    Returns:
+        One ``"<label>: <key>: <then> -> <now>"`` line per change; empty if none.
+    """
+    from rlframe.presets.suite import SuiteError, load_suite
+    try:
+        kept_entries = load_suite(kept, check_experiments=False).entries
+    except SuiteError:
+        same = runs_of(kept) == runs_of(now)
+        return [] if same else [f"{SUITE_COPY} is no suite file this rlframe reads"]
+    now_raw = {entry.label: raw for entry, raw in
+               zip(load_suite(now, check_experiments=False).entries, now["runs"])}
+    changes = []
+    for entry, raw in zip(kept_entries, kept["runs"]):
+        runs = glob.glob(os.path.join(glob.escape(os.path.join(out, entry.label)), "run_*"))
+        if not any(run_state(run_dir) != "new" for run_dir in runs):
+            continue
+        if entry.label not in now_raw:
+            changes.append(f"{entry.label}: no such entry now")
+            continue
+        then, after = ({k: v for k, v in entry_raw.items()
+                        if k not in ("notes", "reference", "seeds", "label")}
+                       for entry_raw in (raw, now_raw[entry.label]))
+        changes += [f"{entry.label}: {change}" for change in value_changes(then, after)]
+    return changes
+
+
+def value_changes(then: Any, now: Any, path: str = "") -> list[str]:
+    """``"<dotted key>: <then> -> <now>"`` for each leaf of two JSON values that differs."""
+    if isinstance(then, dict) and isinstance(now, dict):
+        return [change for key in sorted(set(then) | set(now))
+                for change in value_changes(then.get(key, _NOT_SET), now.get(key, _NOT_SET),
+                                            f"{path}.{key}" if path else key)]
+    if then is not _NOT_SET and now is not _NOT_SET and then == now:
+        return []
+    then_text, now_text = ("(not set)" if v is _NOT_SET else repr(v) for v in (then, now))
+    return [f"{path}: {then_text} -> {now_text}"]
+
+
 def settings_changes(params: dict[str, Any], runner: MinibatchRl,
                      full: dict[str, Any]) -> list[str]:
     """Where a run's recorded settings differ from those its suite entry gives now.
@@ -164,10 +216,12 @@ def run(args: argparse.Namespace) -> int:
     copy = os.path.join(args.out, SUITE_COPY)
     if os.path.isfile(copy):
         with open(copy) as f:
-            if runs_of(json.load(f)) != runs_of(suite_text):
-                raise CommandError(f"{args.out} holds the runs of another version of the suite "
-                                   f"({copy} differs from {args.suite} in what its runs do); "
-                                   "give a new -o, or remove the folder to start over")
+            changes = held_entry_changes(json.load(f), suite_text, args.out)
+        if changes:
+            raise CommandError(
+                f"{args.out} holds runs of entries that {args.suite} gives otherwise now (its "
+                f"{SUITE_COPY} -> now: {'; '.join(changes)}); give a new -o, or remove those "
+                "entries' folders to run them again")
     entries = suite.entries
     if args.only:
         labels = [entry.label for entry in entries]
