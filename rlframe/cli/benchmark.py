@@ -180,17 +180,13 @@ def settings_changes(params: dict[str, Any], runner: MinibatchRl,
                    env=getattr(runner.sampler, "EnvCls", None))
     now = json.loads(json.dumps(full["kwargs"], default=str))  # As params.json holds it.
     then = params.get("kwargs") if isinstance(params.get("kwargs"), dict) else {}
-    absent = object()
     for section in SECTIONS:
         old, new = then.get(section) or {}, now.get(section) or {}
         defaults = json.loads(json.dumps(keyword_defaults(classes[section]), default=str))
-        for key in sorted(set(old) | set(new)):
-            before = old.get(key, defaults.get(key, absent))
-            after = new.get(key, defaults.get(key, absent))
-            if before != after:
-                changes.append(f"kwargs.{section}.{key}: "
-                               + " -> ".join("(not set)" if value is absent else repr(value)
-                                             for value in (before, after)))
+        keys = set(old) | set(new)
+        changes += value_changes({key: old.get(key, defaults.get(key, _NOT_SET)) for key in keys},
+                                 {key: new.get(key, defaults.get(key, _NOT_SET)) for key in keys},
+                                 f"kwargs.{section}")
     return changes
 
 
