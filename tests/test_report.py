@@ -1,5 +1,6 @@
 """``rlframe report`` and rlframe.utils.report.runs: scores of runs by setting."""
 import csv
+import dataclasses
 import json
 import os
 
@@ -193,7 +194,15 @@ def test_two_tasks_pool_only_as_fractions_of_their_references(in_tmp_cwd):
     table = markdown_table(reports, references=references)
     assert "| 200 at 100 (paper A) | 1.00 |" in table and "| 40 at 100 (B) | 0.50 |" in table
     # Pooled: 0.25 0.5 0.5 0.75 1 1.5; IQM cuts one at each end: mean(0.5, 0.5, 0.75, 1).
-    assert "pooled over 2 tasks (each task's runs resampled on their own): iqm 0.6875 [" in table
+    assert "pooled over 2 tasks (each setting's runs resampled on their own): iqm 0.6875 [" in table
+    # Two settings of one task, each scored by its reference, pool as settings.
+    same_task = [dataclasses.replace(reports[1], task="A-v0")] + reports[:1]
+    assert "pooled over 2 settings of 1 task (each setting's" in markdown_table(
+        same_task, references=references)
+    # A reference for one task alone: nothing to pool, and the table names the other setting.
+    table = markdown_table(reports, references={"ppo_a": references["ppo_a"]})
+    assert ("Scores of different tasks are not pooled: they are comparable only as fractions "
+            "of reference scores, which ppo_b has none (no entry of the suite).") in table
 
 
 @pytest.fixture

@@ -232,12 +232,20 @@ def markdown_table(reports: list[SettingReport], key: str = "ReturnAverage",
     if len(pooled) > 1:
         parts = [f"{name} {_cell(interval_estimate(pooled, name, confidence))}"
                  for name in ("iqm", "mean", "median")]
-        text += (f"\nFinal scores as fractions of their references, pooled over {len(pooled)} "
-                 f"tasks (each task's runs resampled on their own): {'; '.join(parts)}.\n")
+        tasks = {r.task for r in reports if r.label in pooled}
+        over = (f"{len(pooled)} tasks" if len(tasks) == len(pooled) else
+                f"{len(pooled)} settings of {len(tasks)} task{'s' if len(tasks) > 1 else ''}")
+        text += (f"\nFinal scores as fractions of their references, pooled over {over} "
+                 f"(each setting's runs resampled on their own): {'; '.join(parts)}.\n")
     elif len({r.task for r in reports}) > 1:
-        text += ("\nScores of different tasks are not pooled: they are comparable only as "
-                 "fractions of reference scores (give the suite with references: "
-                 "`rlframe report ... --suite SUITE`).\n")
+        text += "\nScores of different tasks are not pooled: they are comparable only as "
+        if references:
+            unscored = [r.label for r in reports if r.label not in pooled]
+            text += (f"fractions of reference scores, which {', '.join(unscored)} "
+                     f"{'has' if len(unscored) == 1 else 'have'} none (no entry of the suite).\n")
+        else:
+            text += ("fractions of reference scores (give the suite with references: "
+                     "`rlframe report ... --suite SUITE`).\n")
     return text
 
 
