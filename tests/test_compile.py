@@ -30,11 +30,12 @@ def sampler_and_agent(AgentCls, batch_T, batch_B, **agent_kwargs):
 
 
 @pytest.mark.slow
-def test_ppo_compiled_update_matches_eager(compile_works):
+@pytest.mark.parametrize("normalize, value_clip", [(True, None), ("minibatch", 0.2)])
+def test_ppo_compiled_update_matches_eager(compile_works, normalize, value_clip):
     torch.manual_seed(0)
     sampler, agent = sampler_and_agent(CategoricalPgAgent, 16, 4)
     sampler.initialize(agent, seed=0, bootstrap_value=True)
-    eager = PPO(minibatches=2, epochs=1, normalize_advantage=True)
+    eager = PPO(minibatches=2, epochs=1, normalize_advantage=normalize, value_clip=value_clip)
     eager.initialize(agent, n_itr=4, batch_spec=sampler.batch_spec,
                      mid_batch_reset=sampler.mid_batch_reset)
     samples, _ = sampler.obtain_samples(0)

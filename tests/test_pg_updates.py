@@ -4,7 +4,8 @@ PPO's reference (CleanRL's formulation) computes GAE with a loop, normalizes the
 advantages over the batch or (``normalize_advantage="minibatch"``, as CleanRL and SB3 do)
 over each minibatch, and for every minibatch takes the clipped surrogate with
 ``exp(log p_new - log p_old)``, half the squared value error, the entropy bonus, the
-gradient-norm clip and an Adam step; over three iterations it also anneals the learning
+gradient-norm clip and an Adam step (with ``value_clip``, the larger of the clipped and
+unclipped value errors); over three iterations it also anneals the learning
 rate and the clip range together (``linear_lr_schedule``). rlframe's PPO must leave the
 same weights. A2C's reference takes the discounted n-step returns (the same loop with
 lambda 1) and one RMSprop step on the whole batch.
@@ -46,10 +47,10 @@ def standardize(advantage):
     return (advantage - advantage.mean()) / (advantage.std(unbiased=False) + 1e-6)
 
 
-def reference_update(model, optimizer, samples, idx_sets, clip, per_minibatch):
+def reference_update(model, optimizer, samples, idx_sets, clip, per_minibatch, value_clip):
     """One iteration of PPO as CleanRL writes it, on samples [T, B], the advantages
-    standardized over the batch or over each minibatch; returns the share of the ratios
-    the clip bounded."""
+    standardized over the batch or over each minibatch, the value loss clipped with a
+    ``value_clip``; returns the shares of the ratios and of the values the clips bounded."""
     s = SETTINGS
     done = samples.env.done.float()
     advantage, return_ = reference_gae(samples.env.reward, samples.agent.agent_info.value, done,
@@ -62,7 +63,8 @@ def reference_update(model, optimizer, samples, idx_sets, clip, per_minibatch):
     old_logp = torch.log(samples.agent.agent_info.dist_info.prob.flatten(0, 1)
                          .gather(-1, action[:, None]).squeeze(-1))
     advantage, return_ = advantage.flatten(), return_.flatten()
-    clipped = []
+    old_value = samples.agent.agent_info.value.flatten()
+    clipped, values_clipped = [], []
     for idxs in idx_sets:
         pi, v = model(obs[idxs], None, None)
         logp = torch.log(pi.gather(-1, action[idxs, None]).squeeze(-1))
@@ -71,13 +73,19 @@ def reference_update(model, optimizer, samples, idx_sets, clip, per_minibatch):
         adv = standardize(advantage[idxs]) if per_minibatch else advantage[idxs]
         pg_loss = -torch.min(ratio * adv, torch.clamp(ratio, 1 - clip, 1 + clip) * adv).mean()
         v_loss = 0.5 * ((v - return_[idxs]) ** 2).mean()
+        if value_clip is not None:
+            v_old = old_value[idxs]
+            values_clipped.append(((v - v_old).abs() > value_clip).float().mean().item())
+            v_clipped = v_old + torch.clamp(v - v_old, -value_clip, value_clip)
+            v_loss = 0.5 * torch.max((v - return_[idxs]) ** 2,
+                                     (v_clipped - return_[idxs]) ** 2).mean()
         entropy = -(pi * torch.log(pi)).sum(-1).mean()
         loss = pg_loss + s["value_loss_coeff"] * v_loss - s["entropy_loss_coeff"] * entropy
         optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), s["clip_grad_norm"])
         optimizer.step()
-    return sum(clipped) / len(clipped)
+    return sum(clipped) / len(clipped), sum(values_clipped) / len(clipped)
 
 
 def set_up(algo, seed, batch_T, batch_B):
@@ -106,9 +114,10 @@ def batches(sampler, agent, n):
         yield itr, samples
 
 
-@pytest.mark.parametrize("normalize", [True, "minibatch"])
-def test_ppo_update_equals_a_plain_reference(monkeypatch, normalize):
-    algo = PPO(**dict(SETTINGS, normalize_advantage=normalize))
+@pytest.mark.parametrize("normalize, value_clip", [(True, None), ("minibatch", None),
+                                                   ("minibatch", 2.0)])
+def test_ppo_update_equals_a_plain_reference(monkeypatch, normalize, value_clip):
+    algo = PPO(**dict(SETTINGS, normalize_advantage=normalize, value_clip=value_clip))
     sampler, agent, reference, initial = set_up(algo, 0, batch_T=32, batch_B=4)
     optimizer = torch.optim.Adam(reference.parameters(), lr=SETTINGS["learning_rate"], eps=1e-5)
 
@@ -136,9 +145,12 @@ def test_ppo_update_equals_a_plain_reference(monkeypatch, normalize):
         frac = (N_ITR - itr) / N_ITR
         for group in optimizer.param_groups:
             group["lr"] = SETTINGS["learning_rate"] * frac
-        clipped = reference_update(reference, optimizer, samples, idx_sets,
-                                   SETTINGS["ratio_clip"] * frac, normalize == "minibatch")
+        clipped, values_clipped = reference_update(reference, optimizer, samples, idx_sets,
+                                                   SETTINGS["ratio_clip"] * frac,
+                                                   normalize == "minibatch", value_clip)
         assert clipped > 0.01  # The clip is at work, so its range matters.
+        if value_clip is not None:
+            assert values_clipped > 0.01  # So is the value clip.
         for mine, theirs in zip(agent.model.parameters(), reference.parameters()):
             torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-5)
     assert dones >= 2  # The batches held episode ends, which GAE must cut.
@@ -149,13 +161,15 @@ def test_ppo_update_equals_a_plain_reference(monkeypatch, normalize):
 
 def test_recurrent_minibatch_advantages_are_standardized_over_their_valid_steps(monkeypatch):
     """A recurrent agent's minibatches are [T, B_m] sequences with a mask after each
-    episode's end; each minibatch's advantages are standardized over its valid steps."""
+    episode's end; each minibatch's advantages are standardized over its valid steps, and
+    its sampling-time values reach the loss for value_clip."""
     set_seed(2)
     sampler = SerialSampler(EnvCls=gym_make, env_kwargs=dict(id="CartPole-v1"),
                             batch_T=32, batch_B=4, max_decorrelation_steps=10)
     agent = RecurrentCategoricalPgAgent()
     sampler.initialize(agent, seed=2, bootstrap_value=True)
-    algo = PPO(minibatches=2, epochs=2, gae_lambda=0.95, normalize_advantage="minibatch")
+    algo = PPO(minibatches=2, epochs=2, gae_lambda=0.95, normalize_advantage="minibatch",
+               value_clip=0.2)
     algo.initialize(agent, n_itr=2, batch_spec=sampler.batch_spec,
                     mid_batch_reset=sampler.mid_batch_reset)
     idx_sets, seen = [], []
@@ -166,9 +180,9 @@ def test_recurrent_minibatch_advantages_are_standardized_over_their_valid_steps(
         idx_sets.extend(idxs)
         return idxs
 
-    def recording_loss(agent_inputs, action, return_, advantage, valid, *rest):
-        seen.append((advantage, valid))
-        return loss(agent_inputs, action, return_, advantage, valid, *rest)
+    def recording_loss(agent_inputs, action, return_, advantage, valid, *rest, old_value):
+        seen.append((advantage, valid, old_value))
+        return loss(agent_inputs, action, return_, advantage, valid, *rest, old_value=old_value)
 
     monkeypatch.setattr(ppo_module, "minibatch_indexes", recording_split)
     monkeypatch.setattr(algo, "loss", recording_loss)
@@ -177,8 +191,9 @@ def test_recurrent_minibatch_advantages_are_standardized_over_their_valid_steps(
     algo.optimize_agent(0, samples)
     assert len(seen) == len(idx_sets) == 4
     assert (valid == 0).any()  # Some steps lie after an episode's end.
-    for idxs, (advantage, mask) in zip(idx_sets, seen):
+    for idxs, (advantage, mask, old_value) in zip(idx_sets, seen):
         assert torch.equal(mask, valid[:, idxs])
+        assert torch.equal(old_value, samples.agent.agent_info.value[:, idxs])
         kept, steps = raw[:, idxs][mask.bool()], mask.sum()
         mean = kept.sum() / steps
         std = ((kept - mean) ** 2).sum().div(steps).sqrt()
@@ -193,6 +208,11 @@ def test_recurrent_minibatch_advantages_are_standardized_over_their_valid_steps(
 def test_normalize_advantage_takes_only_its_choices(AlgoCls, value, allowed):
     with pytest.raises(ValueError, match=f"normalize_advantage={value!r}: give {allowed}$"):
         AlgoCls(normalize_advantage=value)
+
+
+def test_value_clip_must_be_positive():
+    with pytest.raises(ValueError, match=r"value_clip must lie in \(0.0, inf\], got 0.0"):
+        PPO(value_clip=0)
 
 
 A2C_SETTINGS = dict(discount=0.99, learning_rate=7e-3, OptimCls=torch.optim.RMSprop,

@@ -222,18 +222,25 @@ class PolicyGradientAlgo(RlAlgorithm):
 
     def value_entropy_loss(self, pi_loss: torch.Tensor, dist_info: NamedArrayTuple,
                            value: torch.Tensor, return_: torch.Tensor,
-                           valid: torch.Tensor | None
+                           valid: torch.Tensor | None, old_value: torch.Tensor | None = None,
+                           value_clip: float | None = None
                            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``pi_loss`` plus the value regression and entropy bonus terms.
 
         Args:
             pi_loss: the policy loss (scalar).
             dist_info, value, return_, valid: the minibatch's, same leading dims.
+            old_value, value_clip: with a ``value_clip``, each step's value error is the
+                larger of the new value's and that of ``old_value`` (same leading dims)
+                moved toward the new value by at most ``value_clip``.
 
         Returns:
             ``(loss, entropy, perplexity)`` scalars; the last two detached, for logging.
         """
         value_error = 0.5 * (value - return_) ** 2
+        if value_clip is not None:
+            clipped_value = old_value + torch.clamp(value - old_value, -value_clip, value_clip)
+            value_error = torch.max(value_error, 0.5 * (clipped_value - return_) ** 2)
         value_loss = self.value_loss_coeff * valid_mean(value_error, valid)
         entropies = self.agent.distribution.entropy(dist_info)  # Once, for both statistics.
         entropy = valid_mean(entropies, valid)

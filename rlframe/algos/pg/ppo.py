@@ -49,6 +49,9 @@ class PPO(PolicyGradientAlgo):
             env's discounted return and clip them to [-10, 10] before computing returns
             and advantages (:class:`~rlframe.algos.pg.base.RewardScale`; as
             gymnasium's ``NormalizeReward`` and SB3's ``VecNormalize`` do in the env).
+        value_clip: clip the value loss as OpenAI Baselines' and CleanRL's PPO do: the
+            larger of the squared errors of the new value and of the sampling-time value
+            moved toward it by at most ``value_clip`` (not annealed); None: no clipping.
     """
 
     normalize_advantage_choices = (False, True, "minibatch")
@@ -60,7 +63,8 @@ class PPO(PolicyGradientAlgo):
                  gae_lambda: float = 1, minibatches: int = 4, epochs: int = 4,
                  ratio_clip: float = 0.1, linear_lr_schedule: bool = True,
                  normalize_advantage: bool | str = False, bootstrap_timelimit: bool = True,
-                 compile: bool = False, normalize_reward: bool = False):
+                 compile: bool = False, normalize_reward: bool = False,
+                 value_clip: float | None = None):
         self.discount = discount
         self.learning_rate = learning_rate
         self.value_loss_coeff = value_loss_coeff
@@ -78,6 +82,7 @@ class PPO(PolicyGradientAlgo):
         self.bootstrap_timelimit = bootstrap_timelimit
         self.compile = check_compile(compile)
         self.normalize_reward = normalize_reward
+        self.value_clip = None if value_clip is None else check_number("value_clip", value_clip)
         self.update_counter = 0
         self._ratio_clip = self.ratio_clip  # Base value for the linear schedule.
         # 1 -+ ratio_clip, refreshed every iteration. float64: a float32 ratio is clipped
@@ -123,8 +128,10 @@ class PPO(PolicyGradientAlgo):
                                  return_=return_, advantage=advantage, valid=valid,
                                  old_dist_info=samples.agent.agent_info.dist_info)
         init_rnn_state = samples.agent.agent_info.prev_rnn_state[0] if recurrent else None
+        old_value = samples.agent.agent_info.value  # [T, B]: only value_clip reads it.
         if not recurrent:  # Minibatches of single steps: [T, B] -> [T * B] (views).
             loss_inputs = buffer_method(loss_inputs, "flatten", 0, 1)
+            old_value = old_value.flatten(0, 1)
         # Recurrent agents train on whole [T] sequences, so minibatches split B only.
         n_split = samples.env.reward.shape[1] if recurrent else samples.env.reward.numel()
         self._ratio_bounds[0].fill_(1. - self.ratio_clip)
@@ -138,7 +145,11 @@ class PPO(PolicyGradientAlgo):
                     minibatch = minibatch._replace(
                         advantage=valid_standardize(minibatch.advantage, minibatch.valid))
                 rnn_state = init_rnn_state[idxs] if recurrent else None
-                loss, entropy, perplexity = loss_fn(*minibatch, rnn_state)
+                # Sampling-time values only with value_clip: a subclass's loss of rlpyt's
+                # signature (no old_value) runs unchanged without it.
+                clip_to = {} if self.value_clip is None else dict(
+                    old_value=old_value[:, idxs] if recurrent else old_value[idxs])
+                loss, entropy, perplexity = loss_fn(*minibatch, rnn_state, **clip_to)
                 grad_norm, = self.gradient_step(loss, (self.optimizer, self._params))
                 if not self.check_update(samples):  # Skipped by the non-finite guard.
                     continue
@@ -172,7 +183,8 @@ class PPO(PolicyGradientAlgo):
 
     def loss(self, agent_inputs: AgentInputs, action: torch.Tensor, return_: torch.Tensor,
              advantage: torch.Tensor, valid: torch.Tensor | None,
-             old_dist_info: NamedArrayTuple, init_rnn_state: TensorTree | None = None
+             old_dist_info: NamedArrayTuple, init_rnn_state: TensorTree | None = None,
+             old_value: torch.Tensor | None = None
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Clipped surrogate + value + entropy loss on one minibatch.
 
@@ -184,6 +196,8 @@ class PPO(PolicyGradientAlgo):
             action, return_, advantage, valid: matching leading dims.
             old_dist_info: the sampling policy's distribution parameters.
             init_rnn_state: [B, N, H] recurrent state at the sequence starts.
+            old_value: the sampling-time values, matching leading dims; given with
+                ``value_clip`` only.
 
         Returns:
             ``(loss, entropy, perplexity)`` scalars; the last two detached.
@@ -195,4 +209,5 @@ class PPO(PolicyGradientAlgo):
         clipped_ratio = torch.clamp(ratio, self._ratio_bounds[0], self._ratio_bounds[1])
         surr_2 = clipped_ratio * advantage
         pi_loss = -valid_mean(torch.min(surr_1, surr_2), valid)
-        return self.value_entropy_loss(pi_loss, dist_info, value, return_, valid)
+        return self.value_entropy_loss(pi_loss, dist_info, value, return_, valid,
+                                       old_value=old_value, value_clip=self.value_clip)
