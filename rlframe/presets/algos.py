@@ -120,7 +120,9 @@ PPO_PRESET = AlgoPreset(
         # CleanRL's ppo_atari.py settings, advantages normalized as there: with rewards
         # clipped to [-1, 1] the raw ones are small, and the entropy bonus outweighed the
         # policy gradient (unnormalized, a 3M-step Breakout run kept its policy's entropy
-        # near 1.15, the uniform policy's being 1.39).
+        # near 1.15, the uniform policy's being 1.39). CleanRL standardizes them per
+        # minibatch and clips the value loss (normalize_advantage="minibatch",
+        # value_clip=0.1); these stay rlpyt's, whole-batch and unclipped.
         atari=_settings(
             "atari",
             run=dict(n_steps=int(10e6), log_interval_steps=int(1e5), batch_T=128, batch_B=8),
