@@ -46,7 +46,7 @@ def test_ppo_compiled_update_matches_eager(compile_works, normalize, value_clip)
     for algo in (eager, compiled):
         torch.manual_seed(1)  # The same minibatch split.
         infos.append(algo.optimize_agent(0, samples))
-    for field in ("loss", "gradNorm", "entropy", "perplexity"):
+    for field in ("loss", "gradNorm", "entropy", "perplexity", "clipFraction", "approxKl"):
         torch.testing.assert_close(getattr(infos[1], field), getattr(infos[0], field),
                                    rtol=1e-5, atol=1e-6)
     for a, b in zip(eager.agent.parameters(), compiled.agent.parameters()):

@@ -27,6 +27,7 @@ SETTINGS = dict(discount=0.99, gae_lambda=0.95, learning_rate=1e-2, minibatches=
                 ratio_clip=0.1, value_loss_coeff=0.5, entropy_loss_coeff=0.01,
                 clip_grad_norm=0.5, normalize_advantage=True, optim_kwargs=dict(eps=1e-5))
 N_ITR = 4
+TARGET_KL = 0.0012
 
 
 def reference_gae(reward, value, done, bootstrap_value, discount, lam):
@@ -50,7 +51,8 @@ def standardize(advantage):
 def reference_update(model, optimizer, samples, idx_sets, clip, per_minibatch, value_clip):
     """One iteration of PPO as CleanRL writes it, on samples [T, B], the advantages
     standardized over the batch or over each minibatch, the value loss clipped with a
-    ``value_clip``; returns the shares of the ratios and of the values the clips bounded."""
+    ``value_clip``; returns each minibatch's share of ratios the clip bounded and its
+    approximate KL (before its step), and the share of values the value clip bounded."""
     s = SETTINGS
     done = samples.env.done.float()
     advantage, return_ = reference_gae(samples.env.reward, samples.agent.agent_info.value, done,
@@ -64,12 +66,13 @@ def reference_update(model, optimizer, samples, idx_sets, clip, per_minibatch, v
                          .gather(-1, action[:, None]).squeeze(-1))
     advantage, return_ = advantage.flatten(), return_.flatten()
     old_value = samples.agent.agent_info.value.flatten()
-    clipped, values_clipped = [], []
+    clipped, kls, values_clipped = [], [], []
     for idxs in idx_sets:
         pi, v = model(obs[idxs], None, None)
         logp = torch.log(pi.gather(-1, action[idxs, None]).squeeze(-1))
         ratio = torch.exp(logp - old_logp[idxs])
         clipped.append(((ratio - 1).abs() > clip).float().mean().item())
+        kls.append(((ratio - 1) - torch.log(ratio)).mean().item())
         adv = standardize(advantage[idxs]) if per_minibatch else advantage[idxs]
         pg_loss = -torch.min(ratio * adv, torch.clamp(ratio, 1 - clip, 1 + clip) * adv).mean()
         v_loss = 0.5 * ((v - return_[idxs]) ** 2).mean()
@@ -85,7 +88,7 @@ def reference_update(model, optimizer, samples, idx_sets, clip, per_minibatch, v
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), s["clip_grad_norm"])
         optimizer.step()
-    return sum(clipped) / len(clipped), sum(values_clipped) / len(clipped)
+    return clipped, kls, sum(values_clipped) / len(clipped)
 
 
 def set_up(algo, seed, batch_T, batch_B):
@@ -134,7 +137,7 @@ def test_ppo_update_equals_a_plain_reference(monkeypatch, normalize, value_clip)
     for itr, samples in batches(sampler, agent, 3):
         dones += int(samples.env.done.sum())
         idx_sets.clear()
-        algo.optimize_agent(itr, samples)
+        info = algo.optimize_agent(itr, samples)
         assert len(idx_sets) == SETTINGS["epochs"] * SETTINGS["minibatches"]
         m = SETTINGS["minibatches"]
         for epoch in range(SETTINGS["epochs"]):  # Every sample once an epoch.
@@ -145,10 +148,18 @@ def test_ppo_update_equals_a_plain_reference(monkeypatch, normalize, value_clip)
         frac = (N_ITR - itr) / N_ITR
         for group in optimizer.param_groups:
             group["lr"] = SETTINGS["learning_rate"] * frac
-        clipped, values_clipped = reference_update(reference, optimizer, samples, idx_sets,
-                                                   SETTINGS["ratio_clip"] * frac,
-                                                   normalize == "minibatch", value_clip)
-        assert clipped > 0.01  # The clip is at work, so its range matters.
+        clipped, kls, values_clipped = reference_update(
+            reference, optimizer, samples, idx_sets, SETTINGS["ratio_clip"] * frac,
+            normalize == "minibatch", value_clip)
+        assert sum(clipped) / len(clipped) > 0.01  # The clip is at work, so its range matters.
+        # The logged ratio statistics, minibatch by minibatch (a ratio within float
+        # rounding of a bound may fall either side: one step of a minibatch's 32).
+        assert len(info.clipFraction) == len(info.approxKl) == len(idx_sets)
+        torch.testing.assert_close(torch.tensor(info.clipFraction), torch.tensor(clipped),
+                                   rtol=0, atol=1 / 32 + 1e-6)
+        torch.testing.assert_close(torch.tensor(info.approxKl), torch.tensor(kls),
+                                   rtol=1e-3, atol=1e-6)
+        assert kls[0] < 1e-6 < max(kls)  # The first step is taken at the sampling policy.
         if value_clip is not None:
             assert values_clipped > 0.01  # So is the value clip.
         for mine, theirs in zip(agent.model.parameters(), reference.parameters()):
@@ -199,6 +210,61 @@ def test_recurrent_minibatch_advantages_are_standardized_over_their_valid_steps(
         std = ((kept - mean) ** 2).sum().div(steps).sqrt()
         torch.testing.assert_close(advantage[mask.bool()], (kept - mean) / (std + 1e-6))
         assert abs(raw[:, idxs].mean() - mean) > 1e-3  # The masked steps would shift it.
+    sampler.shutdown()
+
+
+def test_target_kl_ends_the_updates_at_the_first_minibatch_past_it(monkeypatch):
+    """With target_kl, an iteration's updates end at the first minibatch (in any epoch)
+    whose approximate KL, before its step, exceeds 1.5 * target_kl; that one takes no
+    step, and the statistics are of the minibatches stepped."""
+    algo = PPO(**dict(SETTINGS, target_kl=TARGET_KL))
+    sampler, agent, _, _ = set_up(algo, 0, batch_T=32, batch_B=4)
+    kls, weights = [], []
+    loss = algo.loss
+
+    def recording_loss(*args, **kwargs):
+        weights.append([p.detach().clone() for p in agent.model.parameters()])
+        out = loss(*args, **kwargs)
+        kls.append(out[-1].item())
+        return out
+
+    monkeypatch.setattr(algo, "loss", recording_loss)
+    past_target = 0
+    for itr, samples in batches(sampler, agent, 2):
+        kls.clear()
+        weights.clear()
+        before = algo.update_counter
+        info = algo.optimize_agent(itr, samples)
+        stepped = algo.update_counter - before
+        assert 0 < stepped < SETTINGS["epochs"] * SETTINGS["minibatches"]
+        assert len(kls) == stepped + 1
+        assert max(kls[:-1]) <= 1.5 * TARGET_KL < kls[-1]
+        past_target += sum(k > TARGET_KL for k in kls[:-1])
+        assert info.approxKl == pytest.approx(kls[:-1]) and len(info.loss) == stepped
+        for now, then in zip(agent.model.parameters(), weights[-1]):
+            assert torch.equal(now, then)  # The last minibatch took no step.
+    assert past_target  # A step past target_kl itself went on: the bound is 1.5 times it.
+    sampler.shutdown()
+
+
+def test_a_loss_with_rlpyts_three_values_runs_without_the_ratio_statistics():
+    """A subclass's loss of rlpyt's signature returns (loss, entropy, perplexity): PPO
+    runs and logs no ratio statistics, and target_kl, which needs them, says so."""
+    class RlpytLossPPO(PPO):
+        def loss(self, agent_inputs, action, return_, advantage, valid, old_dist_info,
+                 init_rnn_state=None):
+            return super().loss(agent_inputs, action, return_, advantage, valid,
+                                old_dist_info, init_rnn_state)[:3]
+
+    algo = RlpytLossPPO(**SETTINGS)
+    sampler, agent, _, _ = set_up(algo, 0, batch_T=32, batch_B=4)
+    (itr, samples), = batches(sampler, agent, 1)
+    info = algo.optimize_agent(itr, samples)
+    assert len(info.loss) == 16 and info.clipFraction == info.approxKl == []
+    algo.target_kl = 0.01
+    with pytest.raises(TypeError, match="target_kl=0.01 reads the approximate KL that "
+                       "RlpytLossPPO.loss returns as its fifth value, but it returned 3"):
+        algo.optimize_agent(itr, samples)
     sampler.shutdown()
 
 

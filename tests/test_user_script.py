@@ -81,9 +81,11 @@ def test_rlpyt_style_user_script(in_tmp_cwd):
     assert runner.n_logs == 3 and len(rows) == 3  # pre-training eval + 2 log intervals
     for key in ("Diagnostics/Iteration", "Diagnostics/CumSteps", "Diagnostics/StepsInEval",
                 "Diagnostics/CumUpdates", "ReturnAverage", "LengthMax", "lossAverage",
-                "gradNormStd", "entropyMedian"):
+                "gradNormStd", "entropyMedian", "clipFractionAverage", "approxKlMax"):
         assert key in rows[0], key
     assert [int(r["Diagnostics/CumSteps"]) for r in rows] == [0, 320, 640]
+    assert 0 <= float(rows[-1]["clipFractionAverage"]) <= 1
+    assert 0 < float(rows[-1]["approxKlMax"]) < 1
     assert [int(r["Diagnostics/Iteration"]) for r in rows] == [-1, 4, 9]
     assert int(rows[-1]["Diagnostics/CumUpdates"]) == 10 * 2 * 2
     assert agent.model.seen_prev_action_width == 2  # prev_action arrives one-hot

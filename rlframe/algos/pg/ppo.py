@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from collections import namedtuple
+
 import torch
 
 from rlframe.agents.base import AgentInputs
@@ -17,6 +19,11 @@ if TYPE_CHECKING:
     from rlframe.samplers.collections import BatchSpec, Examples, Samples
     from rlframe.utils.buffer import TensorTree
     from rlframe.utils.collections import NamedArrayTuple
+
+
+# rlpyt's four statistics, and two of the ratio: the share of each minibatch's steps the
+# clip bounded, and an estimate of KL(old || new), the mean of (r - 1) - log r.
+PpoOptInfo = namedtuple("PpoOptInfo", [*OptInfo._fields, "clipFraction", "approxKl"])
 
 
 class PPO(PolicyGradientAlgo):
@@ -52,9 +59,14 @@ class PPO(PolicyGradientAlgo):
         value_clip: clip the value loss as OpenAI Baselines' and CleanRL's PPO do: the
             larger of the squared errors of the new value and of the sampling-time value
             moved toward it by at most ``value_clip`` (not annealed); None: no clipping.
+        target_kl: end an iteration's updates at the first minibatch whose approximate
+            KL divergence from the sampling policy, measured before its step, exceeds
+            ``1.5 * target_kl``, as SB3 does (that minibatch takes no step); None: all
+            ``epochs`` always run.
     """
 
     normalize_advantage_choices = (False, True, "minibatch")
+    opt_info_fields = PpoOptInfo._fields
 
     def __init__(self, discount: float = 0.99, learning_rate: float = 0.001,
                  value_loss_coeff: float = 1., entropy_loss_coeff: float = 0.01,
@@ -64,7 +76,7 @@ class PPO(PolicyGradientAlgo):
                  ratio_clip: float = 0.1, linear_lr_schedule: bool = True,
                  normalize_advantage: bool | str = False, bootstrap_timelimit: bool = True,
                  compile: bool = False, normalize_reward: bool = False,
-                 value_clip: float | None = None):
+                 value_clip: float | None = None, target_kl: float | None = None):
         self.discount = discount
         self.learning_rate = learning_rate
         self.value_loss_coeff = value_loss_coeff
@@ -83,6 +95,7 @@ class PPO(PolicyGradientAlgo):
         self.compile = check_compile(compile)
         self.normalize_reward = normalize_reward
         self.value_clip = None if value_clip is None else check_number("value_clip", value_clip)
+        self.target_kl = None if target_kl is None else check_number("target_kl", target_kl)
         self.update_counter = 0
         self._ratio_clip = self.ratio_clip  # Base value for the linear schedule.
         # 1 -+ ratio_clip, refreshed every iteration. float64: a float32 ratio is clipped
@@ -117,8 +130,9 @@ class PPO(PolicyGradientAlgo):
                 f"minibatches <= {T * B}, or a larger batch_T or batch_B.")
 
     def optimize_agent(self, itr: int, samples: Samples | None = None,
-                       sampler_itr: int | None = None) -> OptInfo:
-        """``epochs`` passes of shuffled minibatch updates over samples [T, B]."""
+                       sampler_itr: int | None = None) -> PpoOptInfo:
+        """``epochs`` passes of shuffled minibatch updates over samples [T, B] (fewer
+        where ``target_kl`` stops them)."""
         recurrent = self.agent.recurrent
         agent_inputs = AgentInputs(observation=samples.env.observation,
                                    prev_action=samples.agent.prev_action,
@@ -137,25 +151,31 @@ class PPO(PolicyGradientAlgo):
         self._ratio_bounds[0].fill_(1. - self.ratio_clip)
         self._ratio_bounds[1].fill_(1. + self.ratio_clip)
         loss_fn = self.compiled("loss")
-        stats: dict[str, list] = {field: [] for field in OptInfo._fields}
-        for _epoch in range(self.epochs):
-            for idxs in minibatch_indexes(n_split, self.minibatches):
-                minibatch = loss_inputs[:, idxs] if recurrent else loss_inputs[idxs]
-                if self.normalize_advantage == "minibatch":
-                    minibatch = minibatch._replace(
-                        advantage=valid_standardize(minibatch.advantage, minibatch.valid))
-                rnn_state = init_rnn_state[idxs] if recurrent else None
-                # Sampling-time values only with value_clip: a subclass's loss of rlpyt's
-                # signature (no old_value) runs unchanged without it.
-                clip_to = {} if self.value_clip is None else dict(
-                    old_value=old_value[:, idxs] if recurrent else old_value[idxs])
-                loss, entropy, perplexity = loss_fn(*minibatch, rnn_state, **clip_to)
-                grad_norm, = self.gradient_step(loss, (self.optimizer, self._params))
-                if not self.check_update(samples):  # Skipped by the non-finite guard.
-                    continue
-                for field, value in zip(OptInfo._fields, (loss, grad_norm, entropy, perplexity)):
-                    stats[field].append(value.detach())
-                self.update_counter += 1
+        stats: dict[str, list] = {field: [] for field in PpoOptInfo._fields}
+        # Each epoch's shuffle is drawn as the epoch begins.
+        minibatches = (idxs for _epoch in range(self.epochs)
+                       for idxs in minibatch_indexes(n_split, self.minibatches))
+        for idxs in minibatches:
+            minibatch = loss_inputs[:, idxs] if recurrent else loss_inputs[idxs]
+            if self.normalize_advantage == "minibatch":
+                minibatch = minibatch._replace(
+                    advantage=valid_standardize(minibatch.advantage, minibatch.valid))
+            rnn_state = init_rnn_state[idxs] if recurrent else None
+            # Sampling-time values only with value_clip: a subclass's loss of rlpyt's
+            # signature (no old_value) runs unchanged without it.
+            clip_to = {} if self.value_clip is None else dict(
+                old_value=old_value[:, idxs] if recurrent else old_value[idxs])
+            # A loss returning rlpyt's three values leaves the ratio's statistics unlogged.
+            loss, entropy, perplexity, *ratio_stats = loss_fn(*minibatch, rnn_state, **clip_to)
+            if self.target_kl is not None and self.kl_exceeded(ratio_stats):
+                break
+            grad_norm, = self.gradient_step(loss, (self.optimizer, self._params))
+            if not self.check_update(samples):  # Skipped by the non-finite guard.
+                continue
+            for field, value in zip(PpoOptInfo._fields,
+                                    (loss, grad_norm, entropy, perplexity, *ratio_stats)):
+                stats[field].append(value.detach())
+            self.update_counter += 1
         # The observation statistics take in this batch after the epochs: the batch was
         # sampled (and its old_dist_info computed) with the statistics before it, so the
         # ratio starts at 1 and the clip bounds the policy change alone.
@@ -165,7 +185,18 @@ class PPO(PolicyGradientAlgo):
             # and the clip range (rlpyt's clip lagged the learning rate by an iteration).
             self.lr_scheduler.step()
             self.ratio_clip = self._ratio_clip * max(self.n_itr - itr - 1, 0) / max(self.n_itr, 1)
-        return OptInfo(**read_stats(stats))  # One read from the device per iteration.
+        return PpoOptInfo(**read_stats(stats))  # One read from the device per iteration.
+
+    def kl_exceeded(self, ratio_stats: list[torch.Tensor]) -> bool:
+        """Whether a minibatch's approximate KL (``loss``'s last value) passes
+        ``1.5 * target_kl``: a read from the device at every update."""
+        if len(ratio_stats) != 2:
+            raise TypeError(f"PPO target_kl={self.target_kl} reads the approximate KL that "
+                            f"{type(self).__name__}.loss returns as its fifth value, but it "
+                            f"returned {3 + len(ratio_stats)} values; return PPO.loss's "
+                            "(loss, entropy, perplexity, clip_fraction, approx_kl), or give "
+                            "target_kl=None")
+        return float(ratio_stats[1]) > 1.5 * self.target_kl
 
     def state_dict(self) -> dict:
         """Counters, the annealed ``ratio_clip`` and the learning-rate schedule's step."""
@@ -185,7 +216,7 @@ class PPO(PolicyGradientAlgo):
              advantage: torch.Tensor, valid: torch.Tensor | None,
              old_dist_info: NamedArrayTuple, init_rnn_state: TensorTree | None = None,
              old_value: torch.Tensor | None = None
-             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+             ) -> tuple[torch.Tensor, ...]:
         """Clipped surrogate + value + entropy loss on one minibatch.
 
         The ratio is clipped to ``1 -+ ratio_clip`` as it was at the start of the
@@ -200,7 +231,10 @@ class PPO(PolicyGradientAlgo):
                 ``value_clip`` only.
 
         Returns:
-            ``(loss, entropy, perplexity)`` scalars; the last two detached.
+            ``(loss, entropy, perplexity, clip_fraction, approx_kl)`` scalars, all but
+            the loss detached: the share of valid steps whose ratio the clip bounded, and
+            the mean of ``(r - 1) - log r``, an estimate of KL(old || new) that is never
+            negative. (rlpyt's loss returned the first three; a subclass's loss may too.)
         """
         dist_info, value = self.forward(agent_inputs, init_rnn_state)
         ratio = self.agent.distribution.likelihood_ratio(action, old_dist_info=old_dist_info,
@@ -209,5 +243,10 @@ class PPO(PolicyGradientAlgo):
         clipped_ratio = torch.clamp(ratio, self._ratio_bounds[0], self._ratio_bounds[1])
         surr_2 = clipped_ratio * advantage
         pi_loss = -valid_mean(torch.min(surr_1, surr_2), valid)
-        return self.value_entropy_loss(pi_loss, dist_info, value, return_, valid,
-                                       old_value=old_value, value_clip=self.value_clip)
+        loss, entropy, perplexity = self.value_entropy_loss(
+            pi_loss, dist_info, value, return_, valid, old_value=old_value,
+            value_clip=self.value_clip)
+        ratio = ratio.detach()
+        clip_fraction = valid_mean((clipped_ratio.detach() != ratio).type(ratio.dtype), valid)
+        approx_kl = valid_mean(ratio - 1 - torch.log(ratio), valid)
+        return loss, entropy, perplexity, clip_fraction, approx_kl
