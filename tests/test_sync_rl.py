@@ -210,6 +210,22 @@ def test_off_policy_algorithms_train_in_sync(name, in_tmp_cwd):
     assert runner.rank_digests[0] == runner.rank_digests[1]
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_ppo_target_kl_stops_every_rank_at_the_same_minibatch(in_tmp_cwd):
+    """Each rank measures the KL on its own samples; their mean decides where the
+    iteration's updates end, so no rank waits in DDP's reduction for one that stopped."""
+    algo = PPO(discount=0.98, learning_rate=3e-3, minibatches=4, epochs=8, target_kl=0.002)
+    runner = SyncRl(algo=algo, agent=CategoricalPgAgent(),
+                    sampler=cartpole_sampler(batch_T=64, batch_B=2, eval_n_envs=0),
+                    n_steps=64 * 2 * 2 * 8, log_interval_steps=64 * 2 * 2 * 4,
+                    affinity=TWO_RANKS, seed=3, pg_timeout=30)  # Ranks that disagree: fail.
+    with logger_context("sync_kl", 0, "sync_kl", {}, snapshot_mode="none"):
+        runner.train()
+    assert 0 < algo.update_counter < 8 * 4 * 8  # The KL stopped some iterations early.
+    assert runner.rank_digests[0] == runner.rank_digests[1]
+
+
 # --------------------------------------------------------------------------- failures
 
 class FailingPPO(PPO):

@@ -189,14 +189,21 @@ class PPO(PolicyGradientAlgo):
 
     def kl_exceeded(self, ratio_stats: list[torch.Tensor]) -> bool:
         """Whether a minibatch's approximate KL (``loss``'s last value) passes
-        ``1.5 * target_kl``: a read from the device at every update."""
+        ``1.5 * target_kl``: a read from the device at every update. Over several ranks
+        (SyncRl) their mean decides, so that all stop at the same minibatch: DDP's
+        gradient reduction waits for every rank."""
         if len(ratio_stats) != 2:
             raise TypeError(f"PPO target_kl={self.target_kl} reads the approximate KL that "
                             f"{type(self).__name__}.loss returns as its fifth value, but it "
                             f"returned {3 + len(ratio_stats)} values; return PPO.loss's "
                             "(loss, entropy, perplexity, clip_fraction, approx_kl), or give "
                             "target_kl=None")
-        return float(ratio_stats[1]) > 1.5 * self.target_kl
+        kl = ratio_stats[1].detach()
+        if self.world_size > 1:
+            kl = kl.clone()
+            torch.distributed.all_reduce(kl)  # A sum: gloo has no average.
+            kl = kl / self.world_size
+        return float(kl) > 1.5 * self.target_kl
 
     def state_dict(self) -> dict:
         """Counters, the annealed ``ratio_clip`` and the learning-rate schedule's step."""
