@@ -110,7 +110,7 @@ def runs_of(suite: Any) -> Any:
             if isinstance(entry, dict) else entry for entry in suite["runs"]]
 
 
-def held_entry_changes(kept: Any, now: dict[str, Any], out: str) -> list[str]:
+def held_entry_changes(kept: object, now: dict[str, Any], out: str) -> list[str]:
     """How the suite ``now`` changes the entries whose runs ``out`` holds.
 
     ``kept`` is the copy of the suite that ``out``'s runs were started from. An entry
@@ -145,7 +145,7 @@ def held_entry_changes(kept: Any, now: dict[str, Any], out: str) -> list[str]:
     return changes
 
 
-def value_changes(then: Any, now: Any, path: str = "") -> list[str]:
+def value_changes(then: object, now: object, path: str = "") -> list[str]:
     """``"<dotted key>: <then> -> <now>"`` for each leaf of two JSON values that differs."""
     if isinstance(then, dict) and isinstance(now, dict):
         return [change for key in sorted(set(then) | set(now))
