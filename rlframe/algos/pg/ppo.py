@@ -1,9 +1,8 @@
 """Proximal Policy Optimization with a clipped likelihood-ratio objective."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from collections import namedtuple
+from typing import TYPE_CHECKING
 
 import torch
 
