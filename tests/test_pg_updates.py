@@ -107,6 +107,20 @@ def set_up(algo, seed, batch_T, batch_B):
     return sampler, agent, copy.deepcopy(agent.model), initial
 
 
+def record_minibatches(monkeypatch):
+    """A list that takes every index set PPO's minibatch split hands out, in order."""
+    idx_sets = []
+    split = ppo_module.minibatch_indexes
+
+    def recording(n, minibatches, generator=None):
+        idxs = split(n, minibatches, generator)
+        idx_sets.extend(idxs)
+        return idxs
+
+    monkeypatch.setattr(ppo_module, "minibatch_indexes", recording)
+    return idx_sets
+
+
 def batches(sampler, agent, n):
     """``(itr, samples)`` of ``n`` iterations, each batch sampled by the agent as it is
     then (after the updates of the iterations before)."""
@@ -124,15 +138,7 @@ def test_ppo_update_equals_a_plain_reference(monkeypatch, normalize, value_clip)
     sampler, agent, reference, initial = set_up(algo, 0, batch_T=32, batch_B=4)
     optimizer = torch.optim.Adam(reference.parameters(), lr=SETTINGS["learning_rate"], eps=1e-5)
 
-    idx_sets = []
-    split = ppo_module.minibatch_indexes
-
-    def recording(n, minibatches, generator=None):
-        idxs = split(n, minibatches, generator)
-        idx_sets.extend(idxs)
-        return idxs
-
-    monkeypatch.setattr(ppo_module, "minibatch_indexes", recording)
+    idx_sets = record_minibatches(monkeypatch)
     dones = 0
     for itr, samples in batches(sampler, agent, 3):
         dones += int(samples.env.done.sum())
@@ -183,19 +189,13 @@ def test_recurrent_minibatch_advantages_are_standardized_over_their_valid_steps(
                value_clip=0.2)
     algo.initialize(agent, n_itr=2, batch_spec=sampler.batch_spec,
                     mid_batch_reset=sampler.mid_batch_reset)
-    idx_sets, seen = [], []
-    split, loss = ppo_module.minibatch_indexes, algo.loss
-
-    def recording_split(n, minibatches, generator=None):
-        idxs = split(n, minibatches, generator)
-        idx_sets.extend(idxs)
-        return idxs
+    idx_sets, seen = record_minibatches(monkeypatch), []
+    loss = algo.loss
 
     def recording_loss(agent_inputs, action, return_, advantage, valid, *rest, old_value):
         seen.append((advantage, valid, old_value))
         return loss(agent_inputs, action, return_, advantage, valid, *rest, old_value=old_value)
 
-    monkeypatch.setattr(ppo_module, "minibatch_indexes", recording_split)
     monkeypatch.setattr(algo, "loss", recording_loss)
     (_, samples), = batches(sampler, agent, 1)
     _, raw, valid = algo.process_returns(samples)  # Not standardized: that is per minibatch.
