@@ -1,6 +1,7 @@
 """Resuming runs from their snapshots: logger_context(resume=True) + runner.train()."""
 import csv
 import json
+import math
 import os
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import pytest
 import torch
 
 from conftest import warm_python_interpreter
-from resume_helpers import LOG_DIR, RecordEpsilon, flat_state, ppo_runner, train
+from resume_helpers import LOG_DIR, RUNNERS, RecordEpsilon, flat_state, ppo_runner, train
 from rlframe.utils.checkpoint import REPLAY_FILE, SAMPLER_STATE_FILE
 from rlframe.utils.logging.context import logger_context
 
@@ -131,6 +132,61 @@ def test_resume_without_a_run_starts_afresh_and_rows_after_the_snapshot_go(in_tm
     assert "Training envs start afresh (no sampler_state.pkl)" in debug_log(0)
 
 
+def stop_at_log_point(runner, itr, during_evaluation):
+    """Make ``runner`` raise KeyboardInterrupt (as Ctrl-C) at the log point of ``itr``:
+    during its evaluation, or right after its snapshot, before its row either way."""
+    if during_evaluation:
+        evaluate = runner.sampler.evaluate_agent
+
+        def evaluate_then_stop(at):
+            traj_infos = evaluate(at)
+            if at == itr:
+                raise KeyboardInterrupt
+            return traj_infos
+        runner.sampler.evaluate_agent = evaluate_then_stop
+    else:
+        save = runner.save_itr_snapshot
+
+        def save_then_stop(at, final=False):
+            names = save(at, final=final)
+            if at == itr and not final:
+                raise KeyboardInterrupt
+            return names
+        runner.save_itr_snapshot = save_then_stop
+
+
+@pytest.mark.parametrize("algo, stop_itr", [("ppo", 7), ("ppo", 15),
+                                             pytest.param("dqn", 199, marks=pytest.mark.slow)])
+def test_a_run_stopped_before_a_log_points_row_writes_it_when_resumed(algo, stop_itr,
+                                                                      in_tmp_cwd):
+    """Ctrl-C after a log point's iteration, before its row (PPO: after its snapshot;
+    DQN: during its evaluation): the final snapshot is of that iteration, and the resumed
+    run writes the missing row first, with the uninterrupted run's counters (the last
+    row too: a run stopped at its end is not left without it)."""
+    full = train(algo, 0)
+    runner = RUNNERS[algo]()
+    stop_at_log_point(runner, stop_itr, during_evaluation=algo == "dqn")
+    with pytest.raises(KeyboardInterrupt):
+        with logger_context(LOG_DIR, 1, algo, dict(algo=algo), snapshot_mode="last",
+                            override_prefix=True):
+            runner.train()
+    assert column(progress(1), "Iteration")[-1] < stop_itr
+    assert torch.load(os.path.join(LOG_DIR, "run_1", "params.pkl"),
+                      weights_only=True)["itr"] == stop_itr
+    resumed = train(algo, 1, resume=True)
+    rows, full_rows = progress(1), progress(0)
+    for name in ("Iteration", "CumSteps", "CumUpdates"):
+        assert column(rows, name) == column(full_rows, name), name
+    row = next(r for r in rows if float(r["Diagnostics/Iteration"]) == stop_itr)
+    assert math.isnan(float(row["Diagnostics/StepsPerSecond"]))  # Its training: not timed.
+    assert f"row of iteration {stop_itr}; writing it now" in debug_log(1)
+    if algo == "ppo":  # The row of the training episodes, from the snapshot's window.
+        assert column(rows, "CumCompletedTrajs") == column(full_rows, "CumCompletedTrajs")
+        assert [r["ReturnAverage"] for r in rows] == [r["ReturnAverage"] for r in full_rows]
+        assert_same_agents(flat_state(resumed.agent), flat_state(full.agent))
+    assert resumed.algo.update_counter == full.algo.update_counter
+
+
 def test_bad_resumes_are_refused_and_leave_the_run_as_it_is(in_tmp_cwd):
     run_dir = os.path.join(LOG_DIR, "run_0")
     with logger_context(LOG_DIR, 0, "ppo", dict(algo="ppo"), override_prefix=True):
@@ -207,6 +263,24 @@ def test_sync_rl_resumes_after_rank_0_was_killed(in_tmp_cwd):
                              capture_output=True, text=True, timeout=240)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert_sync_run_completed(resumed_from=11)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_sync_rl_writes_the_row_rank_0_was_stopped_before(in_tmp_cwd):
+    """Ctrl-C on rank 0 after its snapshot of iteration 15, before the row: the resumed
+    ranks write that row together (rank 0 gathers from rank 1) before training on."""
+    env = dict(os.environ, PYTHONPATH=TESTS, OMP_NUM_THREADS="1")
+    stopped = subprocess.run([sys.executable, SYNC_SCRIPT, "0", "15", "interrupt"], env=env,
+                             capture_output=True, text=True, timeout=240)
+    assert stopped.returncode != 0 and "KeyboardInterrupt" in stopped.stderr, \
+        stopped.stderr[-3000:]
+    assert column(sync_progress(), "Iteration") == [3., 7., 11.]
+    resumed = subprocess.run([sys.executable, SYNC_SCRIPT, "0", "15"], env=env,
+                             capture_output=True, text=True, timeout=240)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert_sync_run_completed(resumed_from=15)
+    assert math.isnan(column(sync_progress(), "StepsPerSecond")[3])
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@ the rows are built from, with ``state_dict()`` / ``load_state_dict()`` for resum
 """
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
 from typing import TYPE_CHECKING, Generic, Iterable, Sequence, TypeVar, overload
@@ -87,20 +88,24 @@ class DiagnosticsRow:
             itr: the iteration just completed (-1: the row before training, whose
                 rates are NaN).
             stats: the run's statistics (``cum_time`` already updated).
-            train_seconds: seconds trained (not evaluated) since the last row.
+            train_seconds: seconds trained (not evaluated) since the last row; NaN when
+                not measured (the row a resumed run writes for its snapshot's log
+                point, whose training the stopped run did): the interval's rates are
+                NaN then.
         """
         new_updates = algo.update_counter - stats.last_update_counter
         new_samples = sampler_batch_size * world_size * log_interval_itrs
         nan = float("nan")
         before_training = itr < 0
+        no_rates = before_training or math.isnan(train_seconds)
         self.add("Iteration", itr)
         self.add("CumTime (s)", stats.cum_time)
         self.add("CumSteps", (itr + 1) * sampler_batch_size * world_size)
         self.add("CumCompletedTrajs", stats.cum_completed_trajs)
         self.add("CumUpdates", algo.update_counter)
-        self.add("StepsPerSecond", nan if before_training else new_samples / train_seconds)
-        self.add("UpdatesPerSecond", nan if before_training else new_updates / train_seconds)
-        self.add("ReplayRatio", nan if before_training else
+        self.add("StepsPerSecond", nan if no_rates else new_samples / train_seconds)
+        self.add("UpdatesPerSecond", nan if no_rates else new_updates / train_seconds)
+        self.add("ReplayRatio", nan if no_rates else
                  new_updates * algo.batch_size * world_size / new_samples)
         self.add("CumReplayRatio", nan if before_training else
                  algo.batch_size * algo.update_counter / ((itr + 1) * sampler_batch_size))

@@ -40,6 +40,9 @@ class LogPointsMixin:
     _cum_completed_trajs: StatisticsField[int] = StatisticsField("cum_completed_trajs")
     _new_completed_trajs: StatisticsField[int] = StatisticsField("new_completed_trajs")
     _traj_infos: StatisticsField[deque | None] = StatisticsField("traj_window")
+    # True while a resumed run writes the row its snapshot's log point lacked: that
+    # snapshot is already on disk, and is not written again (with its replay).
+    writing_resumed_row: bool = False
 
     if TYPE_CHECKING:  # Provided by the runner.
         def save_itr_snapshot(self, itr: int, final: bool = False) -> list[str]: ...
@@ -95,7 +98,7 @@ class LogPointsMixin:
             the row, keyed like progress.csv's columns.
         """
         self._stop_pbar()
-        if 0 <= itr and itr >= self.min_itr_learn - 1:
+        if 0 <= itr and itr >= self.min_itr_learn - 1 and not self.writing_resumed_row:
             self.save_itr_snapshot(itr)
         stats = self.stats
         new_time = time.time()
@@ -112,7 +115,8 @@ class LogPointsMixin:
             traj_infos = window if traj_infos is None else list(traj_infos)
         row.add_minibatch_counters(itr, stats, self.algo, self.sampler.batch_size,
                                    self.world_size, self.log_interval_itrs,
-                                   train_seconds=new_time - stats.last_time - eval_time)
+                                   train_seconds=float("nan") if self.writing_resumed_row
+                                   else new_time - stats.last_time - eval_time)
         diagnostics = row.write(self.sampler, traj_infos, stats.take_opt_infos())
         stats.last_time = new_time
         stats.last_update_counter = self.algo.update_counter

@@ -186,10 +186,33 @@ class MinibatchRlBase(LogPointsMixin, SnapshotMixin, BaseRunner):
             self.shutdown()
 
     def before_training(self) -> None:
-        """Hook run once after startup, before the first iteration (the evaluation's
-        row of the untrained agent, when evaluating)."""
+        """Hook run once after startup, before the first iteration: the evaluation's
+        row of the untrained agent, when evaluating; in a resumed run, the row of its
+        snapshot's log point if the run stopped before writing it."""
         if self.evaluation is not None:
             self.evaluation.before_training(self)
+        if self.resumed_row_missing():
+            self.log_resumed_row()
+
+    def resumed_row_missing(self) -> bool:
+        """Whether the run resumed from the snapshot of a log point whose row it never
+        wrote (stopped between the two, e.g. during that log point's evaluation)."""
+        itr = self.start_itr - 1
+        return (itr >= 0 and (itr + 1) % self.log_interval_itrs == 0
+                and self.logger.resume_row_missing(itr))
+
+    def log_resumed_row(self) -> None:
+        """Write the missing row of the snapshot's log point (evaluating again, when
+        evaluating) before training goes on."""
+        itr = self.start_itr - 1
+        self.logger.log(f"The run stopped before writing the row of iteration {itr}; "
+                        "writing it now.")
+        self.writing_resumed_row = True
+        try:
+            with self.logger.prefix(f"itr #{itr} "):
+                self.at_log_point(itr)
+        finally:
+            self.writing_resumed_row = False
 
     def at_log_point(self, itr: int) -> None:
         """Hook run every ``log_interval_itrs`` iterations: write a diagnostics row (of

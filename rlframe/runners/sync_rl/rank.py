@@ -143,8 +143,13 @@ class SyncRank(MinibatchRlBase):
 
     # ------------------------------------------------------------------ log points
     def before_training(self) -> None:
-        if self.is_rank0:
-            super().before_training()
+        """Rank 0 logs the untrained agent's evaluation; in a resumed run whose snapshot's
+        row is missing, every rank takes part in writing it (rank 0 tells them)."""
+        if self.is_rank0 and self.evaluation is not None:
+            self.evaluation.before_training(self)
+        if broadcast_object(self.is_rank0 and self.resumed_row_missing(),
+                            group=self._ctrl_group):
+            self.log_resumed_row()
         self._share_stop_request()
 
     def at_log_point(self, itr: int) -> None:

@@ -246,9 +246,10 @@ def _run_logging(exp_dir: str, run_ID: int | str, name: str, log_params: dict | 
     log_params["run_ID"] = run_ID
     lossy: list = []
     params_json = _jsonable(log_params, lossy)
-    resume_from, resume_itr, warnings_found = None, None, []
+    resume_from, resume_itr, warnings_found, rows_through = None, None, [], None
     if resume and os.path.isdir(exp_dir) and _holds_run_besides(exp_dir, ""):
-        resume_from, resume_itr, warnings_found = _prepare_resume(exp_dir, params_json)
+        resume_from, resume_itr, warnings_found, rows_through = _prepare_resume(exp_dir,
+                                                                               params_json)
     else:
         exp_dir = _claim_run_dir(exp_dir, if_exists)
     params_path = os.path.join(exp_dir, "params.json")
@@ -277,7 +278,7 @@ def _run_logging(exp_dir: str, run_ID: int | str, name: str, log_params: dict | 
             for warning in warnings_found:
                 run_logger.log(f"WARNING: {warning}")
             if resume_from is not None:
-                run_logger.set_resume_snapshot(resume_from)
+                run_logger.set_resume_snapshot(resume_from, rows_through)
                 run_logger.log(f"Resuming the run from {os.path.basename(resume_from)} "
                                f"(iteration {resume_itr}).")
             if tracking is not None:
@@ -309,13 +310,15 @@ def _finish_tracking(tracking: RunTracking, status: str) -> None:
         warnings.warn(f"{error}", stacklevel=3)
 
 
-def _prepare_resume(exp_dir: str, params_json: dict) -> tuple[str, int, list[str]]:
+def _prepare_resume(exp_dir: str, params_json: dict
+                    ) -> tuple[str, int, list[str], float | None]:
     """Check that the run in ``exp_dir`` can be continued with ``params_json``; cut an
     incomplete last row off ``progress.csv`` (with a warning) and drop the rows written
     after its newest snapshot.
 
     Returns:
-        That snapshot's path and iteration, and the warnings given.
+        That snapshot's path and iteration, the warnings given, and the ``Iteration``
+        of the last row kept (None: no rows).
     """
     snapshot = find_snapshot(exp_dir)
     if snapshot is None:
@@ -332,5 +335,5 @@ def _prepare_resume(exp_dir: str, params_json: dict) -> tuple[str, int, list[str
     if cut is not None:
         warnings.warn(cut, stacklevel=2)
         found.append(cut)
-    _drop_rows_after(progress_path, itr)
-    return snapshot, itr, found
+    rows_through = _drop_rows_after(progress_path, itr)
+    return snapshot, itr, found, rows_through

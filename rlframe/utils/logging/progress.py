@@ -70,22 +70,30 @@ def _complete_part(data: bytes) -> int:
     return end
 
 
-def _drop_rows_after(progress_path: str, itr: int) -> None:
+def _drop_rows_after(progress_path: str, itr: int) -> float | None:
     """Keep the rows of ``progress.csv`` up to ``Iteration`` ``itr`` (a resumed run
-    writes the later ones again)."""
+    writes the later ones again).
+
+    Returns:
+        The ``Iteration`` of the last row kept (None: no rows), so that a run resumed
+        from the snapshot of a log point whose row was never written (stopped between
+        the two) can write it.
+    """
     if not os.path.exists(progress_path):
-        return
+        return None
     with open(progress_path, newline="", encoding="utf-8") as f:
         reader = csv.DictReader(f)
         fieldnames, rows = reader.fieldnames, list(reader)
     kept = [row for row in rows if _row_itr(row) <= itr]
+    last_itr = max((_row_itr(row) for row in kept), default=None)
     if fieldnames is None or len(kept) == len(rows):
-        return
+        return last_itr
     text = io.StringIO()
     writer = csv.DictWriter(text, fieldnames=fieldnames, lineterminator="\r\n")
     writer.writeheader()
     writer.writerows(kept)
     atomic_write_bytes(progress_path, text.getvalue().encode("utf-8"))
+    return last_itr
 
 
 def _row_itr(row: dict) -> float:

@@ -36,6 +36,7 @@ class Logger:
         self._tabular = TabularOutput()
         self._snapshots = SnapshotWriter()
         self._resume_snapshot: str | None = None
+        self._resume_rows_through: float | None = None
         self._log_tabular_only = False
         self._disabled = False
         self._tabular_disabled = False
@@ -219,14 +220,25 @@ class Logger:
         """Directory that ``save_itr_params`` writes to (``None``: no snapshots)."""
         self._snapshots.set_dir(dir_name)
 
-    def set_resume_snapshot(self, path: str | None) -> None:
+    def set_resume_snapshot(self, path: str | None, rows_through: float | None = None) -> None:
         """The snapshot a resumed run continues from (set by ``logger_context(resume=True)``;
-        the runner reads it at startup)."""
+        the runner reads it at startup), and the ``Iteration`` of the last row its
+        ``progress.csv`` kept (None: no rows)."""
         self._resume_snapshot = None if path is None else os.path.abspath(path)
+        self._resume_rows_through = rows_through
 
     def get_resume_snapshot(self) -> str | None:
         """The snapshot to resume from, or None for a fresh run."""
         return self._resume_snapshot
+
+    def resume_row_missing(self, itr: int) -> bool:
+        """Whether a resumed run's ``progress.csv`` lacks the row of iteration ``itr``,
+        the log point of its snapshot: the run stopped after writing the snapshot and
+        before the row (SIGTERM or Ctrl-C during the evaluation that precedes it)."""
+        if self._resume_snapshot is None:
+            return False
+        through = self._resume_rows_through
+        return through is None or through < itr
 
     def get_snapshot_dir(self) -> str | None:
         """Snapshot directory (the run directory inside ``logger_context``)."""
