@@ -103,7 +103,7 @@ def _tiny_runner(runner_cls, **kwargs):
 def test_sync_ranks_avoid_fork_after_autograd_threads_started(monkeypatch, capsys):
     from rlframe.runners.sync_rl import SyncRl
     import rlframe.runners.sync_rl.launch as launch
-    runner = _tiny_runner(SyncRl, affinity=[dict(cpus=[0]), dict(cpus=[1])])
+    runner = _tiny_runner(SyncRl, affinity=[dict(workers_cpus=[0]), dict(workers_cpus=[1])])
     monkeypatch.setattr(mp, "get_start_method", lambda allow_none=False: "fork")
     assert runner._ranks_start_method() is None  # No problem: the default fork.
     monkeypatch.setattr(launch, "autograd_fork_problem", lambda: "autograd threads run")
