@@ -155,8 +155,8 @@ def stop_at_log_point(runner, itr, during_evaluation):
         runner.save_itr_snapshot = save_then_stop
 
 
-@pytest.mark.parametrize("algo, stop_itr", [("ppo", 7), ("ppo", 15),
-                                             pytest.param("dqn", 199, marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("algo, stop_itr", [("ppo", 7), ("ppo", 15), ("dqn", 199)])
 def test_a_run_stopped_before_a_log_points_row_writes_it_when_resumed(algo, stop_itr,
                                                                       in_tmp_cwd):
     """Ctrl-C after a log point's iteration, before its row (PPO: after its snapshot;
