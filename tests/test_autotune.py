@@ -1,6 +1,7 @@
 """rlframe autotune: the candidates, the successive-halving choice, the measurement and
 the config it writes for ``rlframe train --config``."""
 import json
+import os
 import random
 import subprocess
 import sys
@@ -150,6 +151,25 @@ def test_rlframe_autotune_writes_a_config_rlframe_train_takes(tmp_path):
     assert (params["sampler"], params["n_parallel"], params["torch_threads"]) == \
         (chosen["sampler"], chosen["n_parallel"], 1)
     assert params["batch_T"] == 32 and params["n_steps"] == 512
+
+
+def test_rlframe_autotune_warns_first_when_its_cpus_are_busy(monkeypatch, capsys):
+    import rlframe.presets.autotune
+    import rlframe.utils.system
+    from rlframe.cli import main
+    busy = rlframe.utils.system.CpuLoad(
+        {0: 98.0, 1: 4.0}, [rlframe.utils.system.OtherProcess(41, "python other.py", 97., [0])])
+    monkeypatch.setattr(rlframe.utils.system, "measure_cpu_load", lambda: busy)
+
+    def measured(*args, **kwargs):
+        print("measuring", file=sys.stderr)
+        raise RuntimeError("no set-up could run")
+
+    monkeypatch.setattr(rlframe.presets.autotune, "autotune", measured)
+    assert main(["autotune", "ppo", "CartPole-v1", "-o", os.devnull]) == 2
+    err = capsys.readouterr().err
+    assert err.index("WARNING: CPU(s) 0 (98%) of the 2 that rlframe autotune uses were "
+                     "already busy, with pid 41 'python other.py'") < err.index("measuring")
 
 
 def test_rlframe_autotune_refuses_bad_choices(capsys):

@@ -50,6 +50,10 @@ def test_a_suite_runs_over_two_slots_and_a_second_call_runs_nothing(in_tmp_cwd, 
             record, = json.load(f)
         assert record["start"] == "new" and record["cpu"] == cpu_model()
         assert record["packages"]["torch"] and "commit" in record
+        # The CPUs other processes kept busy at the start (the other slot's run is not
+        # on this run's core), and those processes.
+        assert set(record["busy_cpus"]) <= {str(c) for c in record["usable_cpus"]}
+        assert isinstance(record["other_processes"], list)
     capsys.readouterr()
     assert main(["benchmark", suite, "-o", "out"]) == 0
     assert "0 to run" in capsys.readouterr().out

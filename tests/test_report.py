@@ -94,7 +94,8 @@ def test_command_prints_the_table_and_writes_the_files(runs, capsys):
     # Two starts of run_1 (as `rlframe benchmark` records a run resumed elsewhere).
     with open(runs / "run_1" / "system.json", "w") as f:
         json.dump([dict(cpu="CPU A", usable_cpus=[0, 1], commit="abc"),
-                   dict(cpu="CPU B", usable_cpus=[0], logical_cpus=8, commit="abc")], f)
+                   dict(cpu="CPU B", usable_cpus=[0], logical_cpus=8, commit="abc",
+                        busy_cpus={"0": 97.4})], f)
     assert main(["report", str(runs), "-o", "out"]) == 0
     out = capsys.readouterr().out
     assert "| runs (algo.learning_rate=0.001) | HalfCheetah-v5 | 5 | 300 | 30 [" in out
@@ -120,7 +121,8 @@ def test_command_prints_the_table_and_writes_the_files(runs, capsys):
     assert [r["seed"] for r in rows[:5]] == ["0", "1", "2", "3", "4"]
     assert (rows[1]["cpu"], rows[1]["cores"], rows[1]["commit"]) == ("CPU A; CPU B", "2; 1",
                                                                      "abc")
-    assert rows[0]["cpu"] == rows[0]["wall_s"] == ""  # No system.json; no CumTime column.
+    assert rows[1]["shared_cpus"] == "0:97%"  # The second start found CPU 0 busy.
+    assert rows[0]["cpu"] == rows[0]["wall_s"] == rows[0]["shared_cpus"] == ""  # No system.json.
 
 
 def test_a_single_run_has_no_interval(in_tmp_cwd):

@@ -298,15 +298,23 @@ def check_kept_runs(args: argparse.Namespace, entries: Sequence[SuiteEntry],
 
 def record_system(run_dir: str, state: str) -> None:
     """Add this start's machine and commit to ``run_dir/system.json`` (a list: one
-    record per start, so a run resumed elsewhere names both machines)."""
-    from rlframe.utils.system import SYSTEM_FILE, system_record
+    record per start, so a run resumed elsewhere names both machines), with the CPUs of
+    this process that other processes kept busy at the start (``busy_cpus``, CPU ->
+    percent; printed as a warning too), since a shared core slows the run."""
+    from rlframe.utils.system import SYSTEM_FILE, measure_cpu_load, system_record
     path = os.path.join(run_dir, SYSTEM_FILE)
     records = []
     if state == "resume" and os.path.isfile(path):
         with open(path) as f:
             records = json.load(f)
+    load = measure_cpu_load()
+    warning = load.warning("this run")
+    if warning is not None:
+        print(f"WARNING: {warning}", file=sys.stderr, flush=True)
+    others = [dict(pid=p.pid, command=p.command, percent=p.percent) for p in load.others]
     records.append(dict(system_record(), started=time.strftime("%Y-%m-%d %H:%M:%S"),
-                        start=state))
+                        start=state, busy_cpus={str(c): v for c, v in load.busy().items()},
+                        other_processes=others))
     os.makedirs(run_dir, exist_ok=True)
     with open(path, "w") as f:
         json.dump(records, f, indent=1)

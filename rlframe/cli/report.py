@@ -15,8 +15,9 @@ final score (KEY at the last step every run of the setting reached, or with
 there) and the best one (the largest up to there), as the interquartile mean, mean
 and median over runs, with 95% stratified bootstrap intervals. With -o DIR it also
 writes DIR/report.md, the same per setting in DIR/report.csv, each run's final and
-best score, wall time, CPU and commit in DIR/runs.csv, and DIR/curves.png (IQM over
-runs against X_KEY, with its interval as a band; needs matplotlib). With --suite
+best score, wall time, CPU, commit and the CPUs other processes kept busy at its
+start in DIR/runs.csv, and DIR/curves.png (IQM over runs against X_KEY, with its
+interval as a band; needs matplotlib). With --suite
 SUITE, each setting whose folder is an entry's label (as `rlframe benchmark` writes
 them) gets the entry's reference score and its final IQM as a fraction of it; the
 fractions of several tasks are pooled (IQM, mean, median with intervals) and drawn as

@@ -101,13 +101,14 @@ def _seed(run_dir: str) -> int | str:
 
 
 def _system(run_dir: str) -> dict:
-    """``cpu``, ``cores`` and ``commit`` from ``system.json`` (empty without one)."""
+    """``cpu``, ``cores``, ``commit`` and ``shared_cpus`` (the CPUs other processes kept
+    busy at a start, as ``"1:97%"``) from ``system.json`` (empty without one)."""
     path = os.path.join(run_dir, SYSTEM_FILE)
     try:
         with open(path) as f:
             records = json.load(f)
     except (OSError, ValueError):
-        return dict(cpu="", cores="", commit="")
+        return dict(cpu="", cores="", commit="", shared_cpus="")
     records = records if isinstance(records, list) else [records]
 
     def joined(key):
@@ -116,5 +117,7 @@ def _system(run_dir: str) -> dict:
 
     cores = [len(r["usable_cpus"]) if r.get("usable_cpus") else r.get("logical_cpus")
              for r in records if isinstance(r, dict)]
+    shared = [" ".join(f"{cpu}:{load:.0f}%" for cpu, load in r["busy_cpus"].items())
+              for r in records if isinstance(r, dict) and r.get("busy_cpus")]
     return dict(cpu=joined("cpu"), cores="; ".join(dict.fromkeys(str(c) for c in cores)),
-                commit=joined("commit"))
+                commit=joined("commit"), shared_cpus="; ".join(dict.fromkeys(shared)))
