@@ -137,3 +137,13 @@ def sb3_window_callback(window: Window, start_steps: int) -> Any:
             window.close()
 
     return Sb3WindowCallback()
+
+
+def warn_if_cpus_busy() -> None:
+    """Print a warning (stderr) when other processes keep this process's CPUs busy: the
+    figures measured then understate this machine. Measured for a second in a child
+    process, so that this one imports nothing for it (some scripts keep their parent
+    small for the peak memory they measure)."""
+    code = ("from rlframe.utils.system import warn_if_cpus_busy; "
+            "warn_if_cpus_busy('this benchmark')")
+    subprocess.run([sys.executable, "-c", code], check=False)

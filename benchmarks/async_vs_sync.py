@@ -32,6 +32,8 @@ import sys
 import tempfile
 import time
 
+from _timing import warn_if_cpus_busy
+
 CASES = ("MinibatchRl", "AsyncRl, sampler lead", "AsyncRl, free sampler")
 
 
@@ -131,6 +133,7 @@ def main() -> None:
     if args.child:
         train(**json.loads(args.child))
         return
+    warn_if_cpus_busy()  # Figures measured on busy CPUs understate the machine.
     envs = {"CartPole-v1": 0.}
     if args.heavy_us > 0:
         envs[f"CartPole-v1 + {args.heavy_us:g} us/step"] = args.heavy_us

@@ -22,7 +22,7 @@ import time
 import numpy as np
 import torch
 
-from _timing import sampler_rate
+from _timing import sampler_rate, warn_if_cpus_busy
 from rlframe.agents.pg.atari import AtariFfAgent
 from rlframe.envs.atari.atari_env import AtariEnv, AtariTrajInfo, rom_path
 from rlframe.samplers.parallel.cpu.sampler import CpuSampler
@@ -84,6 +84,7 @@ def main() -> None:
     parser.add_argument("--batch_B", type=int, default=16)
     parser.add_argument("--n_itr", type=int, default=40, help="batches per sampler timing")
     args = parser.parse_args()
+    warn_if_cpus_busy()  # Figures measured on busy CPUs understate the machine.
     torch.set_num_threads(1)
     logger.disable()
 

@@ -24,7 +24,7 @@ import tempfile
 import time
 
 import torch
-from _timing import median_rates
+from _timing import median_rates, warn_if_cpus_busy
 from dqn_updates import make_framework as make_dqn
 from pg_updates import make_framework as make_ppo
 from pg_updates import make_samples
@@ -128,5 +128,6 @@ if __name__ == "__main__":
     parser.add_argument("--only", nargs="+", choices=("ppo", "dqn"), default=["ppo", "dqn"],
                         help="the cases to time")
     args = parser.parse_args()
+    warn_if_cpus_busy()  # Figures measured on busy CPUs understate the machine.
     main(args.rounds, args.iterations, args.updates, args.threads, args.warm_cache,
          tuple(args.only))

@@ -26,7 +26,7 @@ import copy
 import numpy as np
 import torch
 import torch.nn.functional as F
-from _timing import median_rates, without_guard
+from _timing import median_rates, warn_if_cpus_busy, without_guard
 
 from rlframe.agents.dqn.dqn_agent import DqnAgent
 from rlframe.algos.dqn.dqn import DQN
@@ -142,4 +142,5 @@ if __name__ == "__main__":
     parser.add_argument("--updates", type=int, default=384, help="updates per round")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     args = parser.parse_args()
+    warn_if_cpus_busy()  # Figures measured on busy CPUs understate the machine.
     main(args.rounds, args.updates, args.threads)

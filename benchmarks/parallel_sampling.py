@@ -33,7 +33,7 @@ import time
 import psutil
 import torch
 
-from _timing import sampler_rate
+from _timing import sampler_rate, warn_if_cpus_busy
 from rlframe.agents.pg.mujoco import MujocoFfAgent
 from rlframe.envs.gym import make as gym_make
 from rlframe.samplers.parallel.cpu.sampler import CpuSampler
@@ -117,6 +117,7 @@ def main() -> None:
     parser.add_argument("--n_itr", type=int, default=10, help="batches per measurement")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (medians)")
     args = parser.parse_args()
+    warn_if_cpus_busy()  # Figures measured on busy CPUs understate the machine.
     torch.set_num_threads(1)  # The master's own forward passes: one thread, like workers.
     logger.disable()
     print(f"{args.env_id}, MujocoFfAgent, batch_T={args.batch_T}, {args.n_itr} batches each, "

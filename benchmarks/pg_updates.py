@@ -27,7 +27,7 @@ import collections
 import copy
 
 import torch
-from _timing import median_rates
+from _timing import median_rates, warn_if_cpus_busy
 
 from rlframe.agents.pg.categorical import CategoricalPgAgent
 from rlframe.algos.pg.ppo import PPO
@@ -164,4 +164,5 @@ if __name__ == "__main__":
     parser.add_argument("--iterations", type=int, default=10, help="iterations per round")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     args = parser.parse_args()
+    warn_if_cpus_busy()  # Figures measured on busy CPUs understate the machine.
     main(args.rounds, args.iterations, args.threads)

@@ -44,7 +44,7 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
-from _timing import median_rates
+from _timing import median_rates, warn_if_cpus_busy
 
 from rlframe.agents.pg.mujoco import MujocoFfAgent
 from rlframe.algos.pg.ppo import PPO
@@ -267,6 +267,7 @@ def main() -> None:
                         help="learner node's network bandwidth, for the projection")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (a smoke test)")
     args = parser.parse_args()
+    warn_if_cpus_busy()  # Figures measured on busy CPUs understate the machine.
     if args.quick:
         args.batch_B, args.steps_per_itr, args.n_itr, args.rounds = [4], 64, 1, 1
         args.hidden, args.minibatches = 32, 2

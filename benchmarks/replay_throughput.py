@@ -30,6 +30,8 @@ from rlframe.replays.non_sequence.prioritized import PrioritizedReplayBuffer
 from rlframe.replays.non_sequence.uniform import UniformReplayBuffer
 from rlframe.utils.collections import namedarraytuple
 
+from _timing import warn_if_cpus_busy
+
 SamplesToBuffer = namedarraytuple("SamplesToBuffer", ["observation", "action", "reward", "done"])
 CAPACITY, B, CHUNK_T = int(1e6), 8, 128
 
@@ -126,6 +128,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=1.0, help="time per sampling measurement")
     parser.add_argument("--n_step_return", type=int, default=1)
     args = parser.parse_args()
+    warn_if_cpus_busy()  # Figures measured on busy CPUs understate the machine.
     torch.set_num_threads(1)
     random.seed(0)
     np.random.seed(0)

@@ -21,7 +21,7 @@ from typing import Callable
 import gymnasium as gym
 import numpy as np
 import torch
-from _timing import median_rates
+from _timing import median_rates, warn_if_cpus_busy
 
 from rlframe.agents.pg.categorical import CategoricalPgAgent
 from rlframe.envs.gym import make as gym_make
@@ -91,6 +91,7 @@ def main() -> None:
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                         help="rates per second of wall time, or of this process's CPU time")
     args = parser.parse_args()
+    warn_if_cpus_busy()  # Figures measured on busy CPUs understate the machine.
     torch.set_num_threads(1)
     logger.disable()
     print(f"{args.env_id}, {args.steps} env steps per measurement, batch_T={args.batch_T}, "

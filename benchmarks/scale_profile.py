@@ -26,6 +26,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+from _timing import warn_if_cpus_busy  # noqa: E402 - found through HERE.
+
 # (part, substrings of "file:function" that put a function's own time there).
 PARTS = (
     # ALE's calls are not profiled apart from their caller: AtariEnv.step's own time is
@@ -117,6 +119,7 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=12, help="functions listed by own time")
     parser.add_argument("--save", metavar="PATH", help="also write the raw profile here")
     args = parser.parse_args()
+    warn_if_cpus_busy()  # Figures measured on busy CPUs understate the machine.
     os.environ.setdefault("RLFRAME_PROGRESS", "0")
     from vs_sb3_scale import DEFAULT_STEPS, figure, unit
     steps = args.steps or max(1, DEFAULT_STEPS[args.case] // 5)

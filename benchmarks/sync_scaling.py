@@ -25,6 +25,8 @@ import subprocess
 import sys
 import tempfile
 
+from _timing import warn_if_cpus_busy
+
 CASES = {
     "1 rank x 1 thread": dict(n_rank=1, threads=1),
     "1 rank x 2 threads": dict(n_rank=1, threads=2),
@@ -99,6 +101,7 @@ def main() -> None:
         spec = json.loads(args.child)
         train(**spec)
         return
+    warn_if_cpus_busy()  # Figures measured on busy CPUs understate the machine.
     cases = dict(CASES)
     if args.cuda_idx is not None:
         import torch

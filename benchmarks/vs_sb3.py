@@ -117,7 +117,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from _timing import run_reaped, sb3_without_log_folder
+from _timing import run_reaped, sb3_without_log_folder, warn_if_cpus_busy
 
 # The parent process imports only the standard library: heavy imports would show up
 # in every child's peak RSS (see the module docstring).
@@ -650,6 +650,7 @@ def main() -> None:
     if args.worker is not None:
         worker_main(json.loads(args.worker))
         return
+    warn_if_cpus_busy()  # Figures measured on busy CPUs understate the machine.
 
     versions = sb3_versions()
     if "error" in versions:

@@ -58,7 +58,7 @@ import sys
 import tempfile
 import time
 
-from _timing import run_reaped
+from _timing import run_reaped, warn_if_cpus_busy
 
 # The parent imports only the standard library (and the case modules, which import
 # nothing heavy at module level): each child's peak RSS is its own.
@@ -268,6 +268,7 @@ def main() -> None:
     if args.worker:
         worker_main(json.loads(args.worker))
         return
+    warn_if_cpus_busy()  # Figures measured on busy CPUs understate the machine.
     if args.rounds < 1:
         parser.error(f"--rounds {args.rounds}: give at least 1")
     if args.frameworks is not None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 
 from rlframe.cli import CommandError
 from rlframe.cli.choices import ALGO_NAMES, AUTOTUNE_BACKENDS, SAMPLER_NAMES
@@ -90,10 +89,8 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"--output {output!r} is a directory; name a file.")
     from rlframe.cli.train import load_config_arg
     from rlframe.presets.autotune import autotune
-    from rlframe.utils.system import measure_cpu_load
-    warning = measure_cpu_load().warning("rlframe autotune")
-    if warning is not None:
-        print(f"WARNING: {warning}", file=sys.stderr, flush=True)
+    from rlframe.utils.system import warn_if_cpus_busy
+    warn_if_cpus_busy("rlframe autotune")
     config = {}
     for key in ("batch_T", "cuda_idx"):
         if getattr(args, key) is not None:

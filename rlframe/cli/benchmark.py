@@ -301,16 +301,13 @@ def record_system(run_dir: str, state: str) -> None:
     record per start, so a run resumed elsewhere names both machines), with the CPUs of
     this process that other processes kept busy at the start (``busy_cpus``, CPU ->
     percent; printed as a warning too), since a shared core slows the run."""
-    from rlframe.utils.system import SYSTEM_FILE, measure_cpu_load, system_record
+    from rlframe.utils.system import SYSTEM_FILE, system_record, warn_if_cpus_busy
     path = os.path.join(run_dir, SYSTEM_FILE)
     records = []
     if state == "resume" and os.path.isfile(path):
         with open(path) as f:
             records = json.load(f)
-    load = measure_cpu_load()
-    warning = load.warning("this run")
-    if warning is not None:
-        print(f"WARNING: {warning}", file=sys.stderr, flush=True)
+    load = warn_if_cpus_busy("this run")
     others = [dict(pid=p.pid, command=p.command, percent=p.percent) for p in load.others]
     records.append(dict(system_record(), started=time.strftime("%Y-%m-%d %H:%M:%S"),
                         start=state, busy_cpus={str(c): v for c, v in load.busy().items()},

@@ -190,6 +190,26 @@ def measure_cpu_load(cpus: Sequence[int] | None = None, interval: float = 1.0,
     return CpuLoad({cpu: round(load, 1) for cpu, load in percent.items()}, others)
 
 
+def warn_if_cpus_busy(what: str, cpus: Sequence[int] | None = None,
+                      interval: float = 1.0) -> CpuLoad:
+    """Measure how busy ``cpus`` are (:func:`measure_cpu_load`) and print
+    ``CpuLoad.warning(what)`` to stderr when some are.
+
+    Args:
+        what: what will run on them, e.g. ``"this benchmark"``.
+        cpus: the CPUs (this process's usable CPUs by default).
+        interval: seconds to measure over.
+
+    Returns:
+        The measured :class:`CpuLoad`.
+    """
+    load = measure_cpu_load(cpus, interval)
+    warning = load.warning(what)
+    if warning is not None:
+        print(f"WARNING: {warning}", file=sys.stderr, flush=True)
+    return load
+
+
 def usable_cpu_list() -> list[int]:
     """The CPUs this process may run on (all of them where affinity is not supported)."""
     try:
