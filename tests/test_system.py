@@ -101,5 +101,8 @@ def test_the_warning_names_idle_cpus_nowhere_and_unseen_processes():
     assert unseen.warning("rlframe autotune").startswith(
         "CPU(s) 0 (99%), 1 (60%) of the 3 that rlframe autotune uses were already busy, with "
         "processes this system does not show")
+    many = CpuLoad({cpu: 90.0 for cpu in range(64)}, []).warning("x")
+    assert many.startswith("CPU(s) 0 (90%), 1 (90%), 2 (90%), 3 (90%), 4 (90%), 5 (90%), "
+                           "6 (90%), 7 (90%) and 56 more of the 64 that x uses")
     named = CpuLoad({4: 90.0}, [OtherProcess(7, "python train.py", 180.0, [2, 3, 4, 6])])
     assert "pid 7 'python train.py' (180% of a core, CPUs 2-4,6)" in named.warning("x")

@@ -125,7 +125,9 @@ class CpuLoad:
         busy = self.busy(threshold)
         if not busy:
             return None
-        cpus = ", ".join(f"{cpu} ({load:.0f}%)" for cpu, load in busy.items())
+        named = list(busy.items())[:8]
+        cpus = ", ".join(f"{cpu} ({load:.0f}%)" for cpu, load in named) + (
+            f" and {len(busy) - len(named)} more" if len(busy) > len(named) else "")
         if self.others:
             by = "; ".join(f"pid {p.pid} {p.command!r} ({p.percent:.0f}% of a core"
                            + ("" if p.cpus is None else f", CPUs {_cpu_ranges(p.cpus)}") + ")"
