@@ -66,6 +66,11 @@ def test_killed_run_resumes_to_the_uninterrupted_result(algo, die_at, in_tmp_cwd
     assert column(resumed, "CumSteps")[-1] == column(full, "CumSteps")[-1]
     for name in ("CumUpdates", "CumCompletedTrajs"):
         assert column(resumed, name) == column(full, name), name
+    # The returns (DQN: evaluations, whose envs the snapshot keeps) and what each row
+    # gathers over its interval: trajectories and losses.
+    for name in ("ReturnAverage", "lossAverage", "Diagnostics/NewCompletedTrajs"):
+        if name in full[0]:
+            assert [r[name] for r in resumed] == [r[name] for r in full], name
     assert_same_agents(torch.load("agent_0.pt"), torch.load("agent_1.pt"))
     log = debug_log(1)
     assert "Resumed from params.pkl" in log and "start afresh" not in log

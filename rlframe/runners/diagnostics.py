@@ -209,9 +209,13 @@ class RunStatistics:
         return opt_infos
 
     def state_dict(self) -> dict:
-        """Numbers and lists of plain dicts (loadable with ``weights_only=True``)."""
+        """Numbers and lists of plain dicts (loadable with ``weights_only=True``), with
+        what the next row gathers so far: its new trajectories' count and opt infos."""
         state: dict = dict(cum_time=float(time.time() - self.start_time),
-                           cum_completed_trajs=int(self.cum_completed_trajs))
+                           cum_completed_trajs=int(self.cum_completed_trajs),
+                           new_completed_trajs=int(self.new_completed_trajs),
+                           opt_infos={k: [float(v) for v in values]
+                                      for k, values in self.opt_infos.items()})
         if self.traj_window is not None:
             state["traj_window"] = [_plain(info) for info in self.traj_window]
         return state
@@ -223,9 +227,17 @@ class RunStatistics:
         self.start_time = now - float(state["cum_time"])
         self.last_time = now
         self.cum_completed_trajs = int(state["cum_completed_trajs"])
+        self.new_completed_trajs = int(state.get("new_completed_trajs", 0))
+        saved = state.get("opt_infos", {})
+        self.opt_infos = {k: list(saved.get(k, [])) for k in self.opt_infos}
         self.last_update_counter = update_counter
         if self.traj_window is not None:
             self.traj_window.extend(state.get("traj_window", []))
+
+    def start_row(self) -> None:
+        """Forget what the next row had gathered (its row was written already)."""
+        self.new_completed_trajs = 0
+        self.take_opt_infos()
 
 
 def _plain(info: object) -> dict:

@@ -193,6 +193,9 @@ class MinibatchRlBase(LogPointsMixin, SnapshotMixin, BaseRunner):
             self.evaluation.before_training(self)
         if self.resumed_row_missing():
             self.log_resumed_row()
+        elif self.start_itr > 0 and self.start_itr % self.log_interval_itrs == 0:
+            # Resumed from a log point's snapshot, taken before its row was written.
+            self.stats.start_row()
 
     def resumed_row_missing(self) -> bool:
         """Whether the run resumed from the snapshot of a log point whose row it never

@@ -392,21 +392,25 @@ class EnvStepper:
                     completed=self.completed, completed_envs=self.completed_envs,
                     temp_obs=self._temp_obs)
 
-    def load_state(self, state: dict[str, Any]) -> None:
-        """Continue from :meth:`state` of a stepper with the same settings; this
-        stepper's own envs are closed and replaced.
+    def replace_envs(self, envs: list) -> None:
+        """Close this stepper's envs and step ``envs`` (those of :meth:`state`) instead.
 
         Raises:
-            ValueError: the saved stepper had another number of envs.
+            TypeError: this stepper's envs are not plain envs of this process.
+            ValueError: ``envs`` are not as many as this stepper's.
         """
         if not isinstance(self.venv, EnvList):
             raise TypeError(f"the envs are stepped by {type(self.venv).__name__}; only "
                             "plain envs of this process can be restored")
-        if len(state["envs"]) != self.B:
-            raise ValueError(f"the saved sampler has {len(state['envs'])} envs, this one "
-                             f"{self.B}.")
+        if len(envs) != self.B:
+            raise ValueError(f"the saved sampler has {len(envs)} envs, this one {self.B}.")
         self.venv.close()
-        self.venv.envs[:] = state["envs"]
+        self.venv.envs[:] = envs
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`state` of a stepper with the same settings; this
+        stepper's own envs are closed and replaced (:meth:`replace_envs`)."""
+        self.replace_envs(state["envs"])
         self.tracker = state["tracker"]
         self.inputs[:] = state["inputs"]  # In place: inputs_pyt are views of these arrays.
         self.held[:] = state["held"]

@@ -418,7 +418,9 @@ def _resolve(replay: object, path: str) -> Any:
 # ------------------------------------------------------------------------ samplers
 def sampler_state(sampler: Any) -> tuple[bytes | None, str | None]:
     """The training envs of an in-process sampler (``SerialSampler``) mid-episode, with
-    the stepping core's per-env bookkeeping and the agent's recurrent state.
+    the stepping core's per-env bookkeeping and the agent's recurrent state; and its
+    evaluation envs, whose random state the next evaluations' episodes start from (left
+    out where they do not pickle).
 
     Returns:
         ``(state, None)``, or ``(None, why)`` when the sampler's envs live in other
@@ -432,6 +434,10 @@ def sampler_state(sampler: Any) -> tuple[bytes | None, str | None]:
     except TypeError as error:
         return None, str(error)
     state["rnn_state"] = getattr(sampler.agent, "_prev_rnn_state", None)
+    eval_stepper = getattr(getattr(sampler, "eval_collector", None), "stepper", None)
+    if eval_stepper is not None:
+        with contextlib.suppress(Exception):  # Not plain envs, or they do not pickle.
+            return dumps(dict(state, eval_envs=eval_stepper.state()["envs"])), None
     try:
         return dumps(state), None
     except Exception as error:  # noqa: BLE001 - e.g. an emulator handle
@@ -447,4 +453,8 @@ def load_sampler_state(sampler: Any, payload: bytes) -> None:
     sampler.traj_infos = stepper.tracker
     if state["rnn_state"] is not None:
         sampler.agent._prev_rnn_state = state["rnn_state"]
+    eval_stepper = getattr(getattr(sampler, "eval_collector", None), "stepper", None)
+    if eval_stepper is not None and state.get("eval_envs") is not None:
+        with contextlib.suppress(TypeError, ValueError):  # Other evaluation envs now.
+            eval_stepper.replace_envs(state["eval_envs"])
 

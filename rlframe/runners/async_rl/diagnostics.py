@@ -66,6 +66,7 @@ class AsyncRlDiagnostics(MinibatchRlBase):
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
+        self.stats.start_row()  # Its snapshots are of log points, taken before their rows.
         self.load_throttle(state)
         if "sampler_itr" in state:
             self._last_sampler_itr = self._log_sampler_itr = int(state["sampler_itr"])
