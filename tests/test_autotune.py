@@ -159,7 +159,7 @@ def test_rlframe_autotune_warns_first_when_its_cpus_are_busy(monkeypatch, capsys
     from rlframe.cli import main
     busy = rlframe.utils.system.CpuLoad(
         {0: 98.0, 1: 4.0}, [rlframe.utils.system.OtherProcess(41, "python other.py", 97., [0])])
-    monkeypatch.setattr(rlframe.utils.system, "measure_cpu_load", lambda: busy)
+    monkeypatch.setattr(rlframe.utils.system, "measure_cpu_load", lambda *args: busy)
 
     def measured(*args, **kwargs):
         print("measuring", file=sys.stderr)
