@@ -23,6 +23,7 @@ from rlframe.runners.diagnostics import sampler_diagnostics
 from rlframe.runners.evaluation import Evaluation
 from rlframe.runners.log_points import LogPointsMixin
 from rlframe.runners.snapshots import SnapshotMixin
+from rlframe.runners.stopping import IterationStop
 from rlframe.samplers.async_.base import AsyncSamplerMixin
 from rlframe.utils.checks import as_int, positive_int
 from rlframe.utils.launching.pinning import (check_affinity, check_cuda_device, pin_master,
@@ -69,6 +70,10 @@ class MinibatchRlBase(LogPointsMixin, SnapshotMixin, BaseRunner):
     rank: int = 0  # This process's rank among the runner's ranks (SyncRl, AsyncRl).
     world_size: int = 1
     log_traj_window: int | None = None  # Training trajectories in the window (MinibatchRl).
+    # The longest a Ctrl-C or SIGTERM during an iteration waits for it to end (0: stop at
+    # once); the final snapshot then holds the whole iteration. Under SyncRl ranks stop at
+    # once: a rank that waited could wait for a peer that has already stopped.
+    stop_wait_s: float = 2.
 
     def __init__(self, algo: RlAlgorithm, agent: BaseAgent, sampler: BaseSampler,
                  n_steps: int | float, seed: int | None = None, affinity: dict | None = None,
@@ -158,28 +163,36 @@ class MinibatchRlBase(LogPointsMixin, SnapshotMixin, BaseRunner):
         A callback's ``on_log`` returning False ends the run after that log
         point; ``shutdown()`` runs however the loop ends. When the loop ends by
         an exception (Ctrl-C, SIGTERM, a worker's error), a final snapshot of the
-        last completed iteration is written first.
+        last completed iteration is written first. Ctrl-C or SIGTERM during an
+        iteration's sampling and update lets that iteration end first (at most
+        ``stop_wait_s`` seconds; in one process only), so that the snapshot holds it
+        whole and a resumed run continues exactly.
         """
         self.bind_logger()
+        stop = IterationStop(self.stop_wait_s if self.world_size == 1 else 0., self.logger.log)
         try:
             n_itr = self.startup()
             self.before_training()
-            for itr in range(self.start_itr, n_itr):
-                if self.stop_requested:
-                    break
-                self.logger.set_iteration(itr)
-                with self.logger.prefix(f"itr #{itr} "):
-                    self.agent.sample_mode(itr)
-                    samples, traj_infos = self.sampler.obtain_samples(itr)
-                    self.agent.train_mode(itr)
-                    opt_info = self.algo.optimize_agent(itr, samples)
-                    self.last_completed_itr = itr
-                    self.store_diagnostics(itr, traj_infos, opt_info)
-                    self._call_callbacks("on_iteration_end", itr, samples, opt_info)
-                    if (itr + 1) % self.log_interval_itrs == 0:
-                        self.at_log_point(itr)
+            with stop:
+                for itr in range(self.start_itr, n_itr):
+                    if self.stop_requested:
+                        break
+                    self.logger.set_iteration(itr)
+                    with self.logger.prefix(f"itr #{itr} "):
+                        with stop.iteration(itr):
+                            self.agent.sample_mode(itr)
+                            samples, traj_infos = self.sampler.obtain_samples(itr)
+                            self.agent.train_mode(itr)
+                            opt_info = self.algo.optimize_agent(itr, samples)
+                            self.last_completed_itr = itr
+                            self.store_diagnostics(itr, traj_infos, opt_info)
+                            self._call_callbacks("on_iteration_end", itr, samples, opt_info)
+                        if (itr + 1) % self.log_interval_itrs == 0:
+                            self.at_log_point(itr)
             self._completed = True
         except BaseException as error:  # Ctrl-C, SIGTERM, a worker's error, ...
+            if stop.note is not None:
+                self.logger.log(stop.note)
             self.save_final_snapshot(error)
             raise
         finally:
