@@ -8,6 +8,7 @@ with SIGKILL after that iteration (no shutdown, no final snapshot), as a crash w
 with ``--die-writing-replay-at``, while the snapshot of that iteration writes its replay.
 """
 import argparse
+import csv
 import os
 import signal
 
@@ -119,6 +120,23 @@ def flat_state(agent):
                 out[prefix + key] = value.detach().clone()
     walk(agent.state_dict(), "")
     return out
+
+
+def progress(run_ID):
+    """The rows of ``resume_runs/run_<run_ID>/progress.csv``."""
+    with open(os.path.join(LOG_DIR, f"run_{run_ID}", "progress.csv"), newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def column(rows, name):
+    """The ``Diagnostics/<name>`` column of ``rows``, as floats."""
+    return [float(row[f"Diagnostics/{name}"]) for row in rows]
+
+
+def debug_log(run_ID):
+    """The text of ``resume_runs/run_<run_ID>/debug.log``."""
+    with open(os.path.join(LOG_DIR, f"run_{run_ID}", "debug.log")) as f:
+        return f.read()
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from conftest import warm_python_interpreter
-from resume_helpers import LOG_DIR, RUNNERS, RecordEpsilon, flat_state, ppo_runner, train
+from resume_helpers import (LOG_DIR, RUNNERS, RecordEpsilon, column, debug_log, flat_state,
+                            ppo_runner, progress, train)
 from rlframe.utils.checkpoint import REPLAY_FILE, SAMPLER_STATE_FILE
 from rlframe.utils.logging.context import logger_context
 
@@ -28,20 +29,6 @@ def run_child(*args, expect_killed=False):
     else:
         assert result.returncode == 0, result.stderr[-3000:]
     return result
-
-
-def progress(run_ID):
-    with open(os.path.join(LOG_DIR, f"run_{run_ID}", "progress.csv"), newline="") as f:
-        return list(csv.DictReader(f))
-
-
-def column(rows, name):
-    return [float(row[f"Diagnostics/{name}"]) for row in rows]
-
-
-def debug_log(run_ID):
-    with open(os.path.join(LOG_DIR, f"run_{run_ID}", "debug.log")) as f:
-        return f.read()
 
 
 def assert_same_agents(a, b):

@@ -1,6 +1,5 @@
 """Ctrl-C and SIGTERM during an iteration: the iteration ends first (for stop_wait_s at
 most), so that the final snapshot holds it whole and the resumed run is exact."""
-import csv
 import os
 import re
 import signal
@@ -10,25 +9,11 @@ import time
 import pytest
 import torch
 
-from resume_helpers import LOG_DIR, RUNNERS, flat_state, train
+from resume_helpers import LOG_DIR, RUNNERS, column, debug_log, flat_state, progress, train
 from rlframe.runners.stopping import IterationStop
 from rlframe.utils.logging.context import logger_context
 
 ERRORS = {signal.SIGTERM: SystemExit, signal.SIGINT: KeyboardInterrupt}
-
-
-def progress(run_ID):
-    with open(os.path.join(LOG_DIR, f"run_{run_ID}", "progress.csv"), newline="") as f:
-        return list(csv.DictReader(f))
-
-
-def column(rows, name):
-    return [float(row[f"Diagnostics/{name}"]) for row in rows]
-
-
-def debug_log(run_ID):
-    with open(os.path.join(LOG_DIR, f"run_{run_ID}", "debug.log")) as f:
-        return f.read()
 
 
 def snapshot_itr(run_ID):
