@@ -209,3 +209,65 @@ def test_torch_dynamo_is_imported_before_the_watchdog_can_interrupt(tmp_path):
                             text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "torch._dynamo imported: True" in result.stdout, result.stdout[-3000:]
+
+
+ORPHAN_SCRIPT = r"""
+import multiprocessing as mp
+import multiprocessing.util
+import os
+import signal
+import sys
+import time
+
+from rlframe.utils.processes import start_child
+
+
+def raise_exit(signum, frame):  # As a runner's master sets it before forking children.
+    raise SystemExit(128 + signum)
+
+
+def child(exit_when_orphaned):
+    start_child(exit_when_orphaned=exit_when_orphaned)
+    # An exit that unwinds through Python runs this and hangs, as one waiting for a queue's
+    # feeder thread that a signal caught while it started does.
+    multiprocessing.util.Finalize(None, time.sleep, args=(120,), exitpriority=5)
+    print(f"ready {os.getpid()}", flush=True)
+    while True:
+        time.sleep(1)
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, raise_exit)
+    process = mp.get_context("fork").Process(target=child, args=(sys.argv[1] == "1",))
+    process.start()
+    process.join()
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent's death signal "
+                    "(prctl) is Linux's")
+@pytest.mark.parametrize("exit_when_orphaned", [True, False])
+def test_a_child_whose_master_was_killed_exits_at_once(exit_when_orphaned, tmp_path):
+    """SIGKILL to the master: its forked child gets SIGTERM (die_with_parent). With
+    exit_when_orphaned it exits at once; with the SIGTERM handler it inherited, it unwinds
+    through Python and hangs in an exit finalizer, the hazard the option removes."""
+    script = tmp_path / "orphan.py"
+    script.write_text(ORPHAN_SCRIPT)
+    master = subprocess.Popen([sys.executable, str(script), str(int(exit_when_orphaned))],
+                              stdout=subprocess.PIPE, text=True, start_new_session=True)
+    child = None
+    try:
+        ready, pid = master.stdout.readline().split()
+        assert ready == "ready"
+        child = psutil.Process(int(pid))
+        master.kill()
+        master.wait()
+        gone, alive = psutil.wait_procs([child], timeout=10. if exit_when_orphaned else 3.)
+        assert bool(gone) == exit_when_orphaned
+        if exit_when_orphaned:
+            assert gone[0].returncode in (128 + signal.SIGTERM, None)  # None: not our child.
+    finally:
+        master.kill()
+        master.wait()
+        if child is not None and child.is_running():
+            child.kill()

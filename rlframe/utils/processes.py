@@ -29,6 +29,7 @@ import traceback
 from dataclasses import dataclass
 from multiprocessing.context import BaseContext
 from multiprocessing.process import BaseProcess
+from types import FrameType
 from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence, Union
 
 import psutil
@@ -157,12 +158,40 @@ def die_with_parent(parent_pid: int | None = None) -> None:
         os._exit(1)
 
 
-def start_child(ignore_sigint: bool = True) -> None:
+def start_child(ignore_sigint: bool = True, exit_when_orphaned: bool = False) -> None:
     """What a supervised child does first: leave Ctrl-C to its master (which stops it;
-    a terminal's Ctrl-C reaches the whole process group) and, on Linux, end with it."""
+    a terminal's Ctrl-C reaches the whole process group) and, on Linux, end with it.
+
+    Args:
+        ignore_sigint: leave Ctrl-C to the master.
+        exit_when_orphaned: a SIGTERM that comes once the parent has died exits at
+            once (``os._exit``) instead of running the SIGTERM handler a forked child
+            inherits. Nobody is left to read the child's report then, and unwinding
+            may hang the exit: a multiprocessing queue whose feeder thread the signal
+            caught while it started waits for that thread forever. For children with
+            nothing to save (samplers, copiers, workers); a child that writes a last
+            snapshot keeps its handler.
+    """
     if ignore_sigint:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if exit_when_orphaned:
+        _exit_at_once_when_orphaned()
     die_with_parent()
+
+
+def _exit_at_once_when_orphaned() -> None:
+    """SIGTERM after the parent died: ``os._exit(128 + SIGTERM)``; before, the inherited
+    handler (a Python one; the default already ends the process at once)."""
+    inherited = signal.getsignal(signal.SIGTERM)
+    if not callable(inherited) or threading.current_thread() is not threading.main_thread():
+        return
+    parent = os.getppid()
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if os.getppid() != parent:
+            os._exit(128 + signum)
+        inherited(signum, frame)
+    signal.signal(signal.SIGTERM, handler)
 
 
 @contextlib.contextmanager

@@ -40,7 +40,7 @@ def _sampler_loop(sampler: AsyncSampler, affinity: dict | list[dict], ctrl: Asyn
                   traj_infos_queue: QueueLike, n_itr: int, eval_itrs: int | None,
                   error_queue: QueueLike | None,
                   parent_pid: int | None, start_itr: int = 0) -> None:
-    start_child()  # Ctrl-C is the master's to handle; on Linux, end with it.
+    start_child(exit_when_orphaned=True)  # Ctrl-C is the master's; on Linux, end with it.
     failed = False
     try:
         sampler.initialize(affinity)
@@ -142,7 +142,7 @@ def memory_copier(sample_buffer: Samples, samples_to_buffer: Callable[[Samples],
         error_queue: where a ``ChildReport`` named ``name`` goes if this process fails.
         parent_pid: the master's pid.
     """
-    start_child()  # Ctrl-C is the master's to handle; on Linux, end with it.
+    start_child(exit_when_orphaned=True)  # Ctrl-C is the master's; on Linux, end with it.
     import torch
     torch.set_num_threads(1)
     try:

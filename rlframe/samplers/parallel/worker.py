@@ -31,7 +31,7 @@ def initialize_worker(rank: int, seed: int | None = None, cpu: int | Iterable[in
     Ctrl-C goes to the whole process group; workers ignore it and let the
     master shut them down. On Linux a worker also dies with its master.
     """
-    start_child()
+    start_child(exit_when_orphaned=True)
     log_msg = f"Sampler rank {rank} initialized"
     if cpu is not None:
         pinned = set_cpu_affinity(cpu)
