@@ -23,7 +23,7 @@ from rlframe.runners.diagnostics import sampler_diagnostics
 from rlframe.runners.evaluation import Evaluation
 from rlframe.runners.log_points import LogPointsMixin
 from rlframe.runners.snapshots import SnapshotMixin
-from rlframe.runners.stopping import IterationStop
+from rlframe.runners.stopping import IterationStop, stop_error
 from rlframe.samplers.async_.base import AsyncSamplerMixin
 from rlframe.utils.checks import as_int, positive_int
 from rlframe.utils.launching.pinning import (check_affinity, check_cuda_device, pin_master,
@@ -41,7 +41,7 @@ __all__ = ["MinibatchRlBase", "MinibatchRl", "MinibatchRlEval", "sampler_diagnos
 
 
 def _raise_system_exit(signum: int, frame: FrameType | None) -> None:
-    raise SystemExit(128 + signum)
+    raise stop_error(signum)
 
 
 class MinibatchRlBase(LogPointsMixin, SnapshotMixin, BaseRunner):
@@ -206,16 +206,19 @@ class MinibatchRlBase(LogPointsMixin, SnapshotMixin, BaseRunner):
             self.evaluation.before_training(self)
         if self.resumed_row_missing():
             self.log_resumed_row()
-        elif self.start_itr > 0 and self.start_itr % self.log_interval_itrs == 0:
-            # Resumed from a log point's snapshot, taken before its row was written.
-            self.stats.start_row()
+        elif self.resumed_at_log_point():
+            self.stats.start_row()  # Its row was written: the next row starts afresh.
+
+    def resumed_at_log_point(self) -> bool:
+        """Whether the run resumed from the snapshot of a log point (the snapshot is
+        taken before that log point's row is written)."""
+        return self.start_itr > 0 and self.start_itr % self.log_interval_itrs == 0
 
     def resumed_row_missing(self) -> bool:
         """Whether the run resumed from the snapshot of a log point whose row it never
         wrote (stopped between the two, e.g. during that log point's evaluation)."""
-        itr = self.start_itr - 1
-        return (itr >= 0 and (itr + 1) % self.log_interval_itrs == 0
-                and self.logger.resume_row_missing(itr))
+        return (self.resumed_at_log_point()
+                and self.logger.resume_row_missing(self.start_itr - 1))
 
     def log_resumed_row(self) -> None:
         """Write the missing row of the snapshot's log point (evaluating again, when

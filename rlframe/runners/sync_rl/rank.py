@@ -150,8 +150,8 @@ class SyncRank(MinibatchRlBase):
         if broadcast_object(self.is_rank0 and self.resumed_row_missing(),
                             group=self._ctrl_group):
             self.log_resumed_row()
-        elif self.start_itr > 0 and self.start_itr % self.log_interval_itrs == 0:
-            self.stats.start_row()  # Resumed from a log point whose row was written.
+        elif self.resumed_at_log_point():
+            self.stats.start_row()  # Its row was written: the next row starts afresh.
         self._share_stop_request()
 
     def at_log_point(self, itr: int) -> None:
