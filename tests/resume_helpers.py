@@ -74,6 +74,19 @@ def ppo_runner(callbacks=None):
                        callbacks=callbacks)
 
 
+def atari_ppo_runner(callbacks=None):
+    from rlframe.agents.pg.atari import AtariFfAgent
+    from rlframe.envs.atari import AtariEnv
+    from rlframe.envs.atari.atari_env import AtariTrajInfo
+    env_kwargs = dict(game="breakout", fire_on_reset=True, repeat_action_probability=0.25,
+                      horizon=60)
+    sampler = SerialSampler(EnvCls=AtariEnv, env_kwargs=env_kwargs, batch_T=16, batch_B=2,
+                            TrajInfoCls=AtariTrajInfo, max_decorrelation_steps=0)
+    return MinibatchRl(algo=PPO(minibatches=2, epochs=1), agent=AtariFfAgent(),
+                       sampler=sampler, n_steps=32 * 12, log_interval_steps=32 * 3, seed=4,
+                       callbacks=callbacks)
+
+
 def dqn_runner(callbacks=None, checkpoint_replay=True):
     sampler = SerialSampler(EnvCls=gym_make, env_kwargs=dict(id="CartPole-v1"),
                             eval_env_kwargs=dict(id="CartPole-v1"), batch_T=8, batch_B=2,
@@ -96,7 +109,8 @@ def async_dqn_runner(callbacks=None, checkpoint_replay=True):
                                           async_sample=True))
 
 
-RUNNERS = dict(ppo=ppo_runner, dqn=dqn_runner, async_dqn=async_dqn_runner)
+RUNNERS = dict(ppo=ppo_runner, atari_ppo=atari_ppo_runner, dqn=dqn_runner,
+               async_dqn=async_dqn_runner)
 
 
 def train(algo, run_ID, resume=False, callbacks=None, **kwargs):

@@ -1,4 +1,5 @@
 """AtariEnv: observations, seeding, lives, time limit, rewards, errors; atari-py vs ale-py."""
+import pickle
 import sys
 
 import numpy as np
@@ -267,6 +268,46 @@ def test_atari_py_backend_steps_like_ale_py(game, kwargs):
     assert any(s.reward != 0 for s in steps)
     if game == "breakout":
         assert any(s.done and not s.env_info.traj_done for s in steps)  # A lost life.
+
+
+def _play(env: AtariEnv, actions: np.ndarray) -> list:
+    out = []
+    for a in actions:
+        step = env.step(int(a))
+        out.append(step)
+        if step.env_info.traj_done:
+            out.append(env.reset())
+    return out
+
+
+@pytest.mark.parametrize("backend", ["ale_py", "atari_py"])
+def test_a_pickled_env_plays_on_exactly_as_the_original(backend):
+    """A checkpoint keeps the emulator mid-episode: with sticky actions (the emulator's
+    RNG), lives, the frame stack and the no-op RNG of the resets to come."""
+    if backend == "atari_py":
+        pytest.importorskip("atari_py", reason=ATARI_PY_SKIP)
+    env = AtariEnv(game="breakout", backend=backend, repeat_action_probability=0.25,
+                   fire_on_reset=True, horizon=300)
+    env.seed(11)
+    env.reset()
+    actions = np.random.default_rng(2).integers(env.action_space.n, size=700)
+    _play(env, actions[:120])
+    copy = pickle.loads(pickle.dumps(env))
+    assert copy.ale is not env.ale and copy.ale.lives() == env.ale.lives()
+    np.testing.assert_array_equal(copy.get_obs(), env.get_obs())
+    a, b = _play(env, actions[120:]), _play(copy, actions[120:])
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        if isinstance(x, np.ndarray):  # A reset's observation (the no-op RNG's draws).
+            np.testing.assert_array_equal(x, y)
+        else:
+            np.testing.assert_array_equal(x.observation, y.observation)
+            assert x.reward == y.reward and x.done == y.done and x.env_info == y.env_info
+    steps = [x for x in a if not isinstance(x, np.ndarray)]
+    assert any(s.env_info.traj_done for s in steps)  # Through a reset.
+    assert any(s.done and not s.env_info.traj_done for s in steps)  # And a lost life.
+    env.close()
+    assert pickle.loads(pickle.dumps(env)).ale is None  # A closed env stays closed.
 
 
 def test_atari_py_backend_refuses_games_it_lacks():

@@ -38,11 +38,14 @@ def assert_same_agents(a, b):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("algo, die_at", [("ppo", 9), ("dqn", 130)])
+@pytest.mark.parametrize("algo, die_at", [("ppo", 9), ("atari_ppo", 7), ("dqn", 130)])
 def test_killed_run_resumes_to_the_uninterrupted_result(algo, die_at, in_tmp_cwd):
     """SIGKILL mid-run (no final snapshot), then resume=True: the run ends at the full
     step count with the same parameters as an uninterrupted run of the same seed (serial
-    sampler: envs continue mid-episode; DQN: replay, priorities and epsilon continue)."""
+    sampler: envs continue mid-episode, Atari's emulators too; DQN: replay, priorities
+    and epsilon continue)."""
+    if algo == "atari_ppo":
+        pytest.importorskip("ale_py")
     run_child(algo, 0)
     run_child(algo, 1, "--die-at", die_at, expect_killed=True)
     killed_rows = progress(1)

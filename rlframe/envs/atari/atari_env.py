@@ -289,6 +289,42 @@ class AtariEnv(Env):
         """Drop the emulator."""
         self.ale = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        """The env mid-episode, for a checkpoint: its settings, frames and no-op RNG, and
+        the emulator's whole state (RAM, frame counters and its random generator, which
+        draws sticky actions), so that the unpickled env plays on exactly as this one."""
+        state = self.__dict__.copy()
+        ale = state.pop("ale")
+        if ale is None:  # Closed.
+            state["_emulator_state"] = None
+        elif self._backend == "ale_py":
+            state["_emulator_state"] = ale.cloneState(include_rng=True)  # Pickles.
+        else:  # atari-py: the system state (with its RNG), as bytes.
+            system_state = ale.cloneSystemState()
+            state["_emulator_state"] = ale.encodeState(system_state)
+            ale.deleteState(system_state)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A fresh emulator with the pickled one's settings and state."""
+        state = dict(state)
+        emulator_state = state.pop("_emulator_state")
+        self.__dict__.update(state)
+        if emulator_state is None:
+            self.ale = None
+            return
+        self.ale = _make_ale(self._backend, self._game)
+        self.ale.setInt("random_seed", 1)  # Replaced by the state's generator.
+        self.ale.setFloat("repeat_action_probability", self._repeat_action_probability)
+        self.ale.loadROM(self._rom_path)
+        if self._backend == "ale_py":
+            self.ale.restoreState(emulator_state)
+        else:
+            system_state = self.ale.decodeState(emulator_state)
+            self.ale.restoreSystemState(system_state)
+            self.ale.deleteState(system_state)
+        self._action_set = list(self.ale.getMinimalActionSet())
+
     def _life_reset(self) -> None:
         self.ale.act(0)  # One NOOP, as rlpyt does after a reset or a lost life.
         self._lives = self.ale.lives()
