@@ -16,6 +16,7 @@ from rlframe.envs.gym import (GymEnvWrapper, build_info_tuples, check_env_id, in
                               info_to_nt, make)
 from rlframe.spaces.composite import Composite
 from rlframe.utils.buffer import buffer_from_example
+from rlframe.utils.checkpoint import dumps
 from rlframe.utils.collections import is_namedarraytuple
 
 
@@ -262,3 +263,75 @@ def test_fast_info_path_matches_general_conversion():
                 assert g == w and np.asarray(g).dtype == np.asarray(w).dtype
     assert fast.convert({"unknown": 1.0}, False) is None  # falls back (and warns there)
     assert fast.convert({"lives": np.zeros(3)}, False) is None
+
+
+def _play_on(env, actions):
+    """Observations, rewards and dones of ``actions`` from where ``env`` is, resetting at
+    each episode's end (reset noise comes from the env's generator)."""
+    out = []
+    for action in actions:
+        step = env.step(action)
+        out.append((np.asarray(step.observation), float(step.reward), bool(step.done)))
+        if step.done:
+            out.append((np.asarray(env.reset()), 0., False))
+    return out
+
+
+@pytest.mark.parametrize("env_id", ["Hopper-v5", "ALE/Breakout-v5"])
+def test_an_env_that_rebuilds_itself_when_unpickled_plays_on_exactly(env_id):
+    """MuJoCo's and ALE's gymnasium envs unpickle as fresh envs (EzPickle): the wrapper
+    saves their physics or emulator (sticky actions' generator included) and their
+    random generator, so a checkpoint's env continues its episode step for step."""
+    pytest.importorskip("mujoco" if env_id.startswith("Hopper") else "ale_py")
+    env = make(id=env_id)
+    env.seed(3)
+    env.reset()
+    rng = np.random.default_rng(0)
+    actions = [env.action_space.sample() for _ in range(400)]
+    if env_id.startswith("ALE"):
+        actions = [int(a) for a in rng.integers(env.action_space.n, size=400)]
+    _play_on(env, actions[:40])
+    copy = pickle.loads(dumps(env))  # As a checkpoint pickles (the info classes too).
+    assert copy.unwrapped is not env.unwrapped
+    a, b = _play_on(env, actions[40:]), _play_on(copy, actions[40:])
+    assert len(a) == len(b) and any(done for *_, done in a)  # Through an episode's end.
+    for (obs_a, r_a, d_a), (obs_b, r_b, d_b) in zip(a, b):
+        np.testing.assert_array_equal(obs_a, obs_b)
+        assert (r_a, d_a) == (r_b, d_b)
+
+
+class RebuiltEnv(gym.Env, gym.utils.EzPickle):
+    """Rebuilds itself when unpickled, with a state (``t``) nobody saves."""
+
+    observation_space = gym_spaces.Box(-1, 1, (1,), np.float32)
+    action_space = gym_spaces.Discrete(2)
+
+    def __init__(self):
+        gym.utils.EzPickle.__init__(self)
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.zeros(1, np.float32), 0., self.t >= 10, False, {}
+
+
+def test_an_env_that_rebuilds_itself_with_an_unknown_state_is_not_saved():
+    from rlframe.agents.pg.categorical import CategoricalPgAgent
+    from rlframe.samplers.serial.sampler import SerialSampler
+    from rlframe.utils.checkpoint import sampler_state
+
+    with pytest.raises(TypeError, match="RebuiltEnv rebuilds itself .* cannot be saved"):
+        dumps(GymEnvWrapper(RebuiltEnv()))
+    sampler = SerialSampler(EnvCls=lambda: GymEnvWrapper(RebuiltEnv()), env_kwargs={},
+                            batch_T=4, batch_B=2, max_decorrelation_steps=0)
+    sampler.initialize(CategoricalPgAgent(), seed=0)
+    try:
+        state, why = sampler_state(sampler)  # The run would start fresh episodes, and say so.
+        assert state is None and "RebuiltEnv rebuilds itself" in why
+    finally:
+        sampler.shutdown()

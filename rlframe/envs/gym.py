@@ -2,19 +2,9 @@
 
 ``GymEnvWrapper`` is the one place where gymnasium's ``(terminated, truncated)``
 becomes rlframe's ``done`` plus ``env_info.timeout``, and where free-form info
-dicts become a fixed-schema namedtuple.
+dicts become a fixed-schema namedtuple (:mod:`rlframe.envs.gym_info`).
 
-Info values are stored with stable dtypes, so a buffer built from one example
-fits every later step:
-
-* python ``bool`` -> ``np.bool_``; python ``int`` -> ``np.int64``;
-  python ``float`` -> ``np.float32``;
-* numpy scalars and arrays keep their dtype, except ``float64`` -> ``float32``;
-  lists/tuples of numbers become arrays by the same rules;
-* strings, ``None``, objects and ragged or complex values are dropped.
-
-Scalars are numpy scalars, arrays are copied. ``timeout`` (``np.bool_``) is
-always present: True when the episode was truncated (time limit) and not
+``timeout`` (``np.bool_``) is always present: True when the episode was truncated (time limit) and not
 terminated, so algorithms bootstrap only through time limits.
 
 The env's contract is checked where it costs nothing per step (see
@@ -27,7 +17,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Sequence, cast
 
@@ -37,14 +26,19 @@ import numpy as np
 from rlframe.envs.base import Env, EnvStep
 from rlframe.envs.checks import (CHECKED_OBSERVATIONS, call_env, check_observation,
                                  check_reset_result, check_step_result, env_name)
-from rlframe.spaces.gym_wrapper import GymSpaceWrapper, to_identifier
-from rlframe.utils.collections import is_namedtuple, namedtuple_cls
+# build_info_tuples, info_to_nt: also importable from here, rlpyt's module path.
+from rlframe.envs.gym_info import (INFO_NAME, FlatInfoConverter, build_example,  # noqa: F401
+                                   build_info_tuples, clean_info, info_to_nt, infill_info,
+                                   merge_infos, warn_dropped_info_keys)
+from rlframe.envs.gym_state import episode_state, restore_episode_state
+from rlframe.spaces.gym_wrapper import GymSpaceWrapper
+
+_FlatInfoConverter = FlatInfoConverter  # The name in checkpoints from before gym_info.
 
 if TYPE_CHECKING:
     from rlframe.spaces.base import SpaceValue
     from rlframe.utils.buffer import ArrayTree
 
-INFO_NAME = "info"
 _INT_ACTIONS = (np.int64, int)  # Handed to Discrete spaces without conversion.
 
 
@@ -99,15 +93,15 @@ class GymEnvWrapper(Env):
             self._env_name)
         check_observation(obs, self._observation_space, self._env_name, "step()")
         self._checks_left: int = CHECKED_OBSERVATIONS
-        schema = _merge(_clean_info(reset_info), _clean_info(step_info))
+        schema = merge_infos(clean_info(reset_info), clean_info(step_info))
         schema.pop("timeout", None)
         schema["timeout"] = np.bool_(False)
-        self._info_example: tuple = _build_example(schema, INFO_NAME)
+        self._info_example: tuple = build_example(schema, INFO_NAME)
         # Steps without info (most envs) reuse one of two prebuilt infos: fields
         # are immutable numpy scalars, so sharing them is safe.
         self._empty_infos = tuple(info_to_nt({"timeout": t}, self._info_example)
                                   for t in (False, True))
-        self._flat_info = _FlatInfoConverter(self._info_example)
+        self._flat_info = FlatInfoConverter(self._info_example)
 
     def step(self, action: SpaceValue) -> EnvStep:
         """Step the gymnasium env.
@@ -196,6 +190,20 @@ class GymEnvWrapper(Env):
         """The innermost gymnasium env."""
         return self.env.unwrapped
 
+    def __getstate__(self) -> dict[str, Any]:
+        """For a checkpoint: the env mid-episode; gymnasium's MuJoCo and ALE envs, which
+        rebuild themselves fresh when unpickled, with their episode state beside them.
+
+        Raises:
+            TypeError: the env rebuilds itself when unpickled and its state is unknown
+                (:func:`rlframe.envs.gym_state.episode_state`).
+        """
+        return dict(self.__dict__, _episode_state=episode_state(self.env.unwrapped))
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        restore_episode_state(self.env.unwrapped, self.__dict__.pop("_episode_state", None))
+
     def render(self) -> np.ndarray | list[np.ndarray] | str | None:
         """Render through gymnasium (mode fixed by ``render_mode`` at creation)."""
         return self.env.render()
@@ -219,18 +227,6 @@ class GymEnvWrapper(Env):
             if dropped:
                 warn_dropped_info_keys("GymEnvWrapper", dropped, self._warned_keys)
         return env_info
-
-
-def warn_dropped_info_keys(owner: str, keys: list[str], warned: set[str]) -> None:
-    """Warn, once per key and owner, that env info ``keys`` outside the info schema were
-    dropped; ``warned`` (the owner's set) remembers the keys already named."""
-    new = sorted(set(keys) - warned)
-    if new:
-        warned.update(new)
-        warnings.warn(
-            f"{owner}: env info key(s) {new} were not in the info schema learned at "
-            "construction (or no longer fit its type/shape) and are dropped; declare them "
-            "with make(..., info_example={...}).", stacklevel=4)
 
 
 class EnvInfoWrapper(gym.Wrapper):
@@ -269,47 +265,6 @@ def done_and_timeout(terminated: np.ndarray, truncated: np.ndarray
     terminated = np.asarray(terminated, dtype=bool)
     truncated = np.asarray(truncated, dtype=bool)
     return terminated | truncated, truncated & ~terminated
-
-
-def infill_info(info: Mapping, sometimes_info: Mapping) -> dict:
-    """A copy of ``info`` with keys missing from it taken from ``sometimes_info`` (recursively)."""
-    out = dict(info)
-    for key, default in sometimes_info.items():
-        if key not in out:
-            out[key] = default
-        elif isinstance(default, Mapping) and isinstance(out[key], Mapping):
-            out[key] = infill_info(out[key], default)
-    return out
-
-
-def build_info_tuples(info: Mapping, name: str = INFO_NAME) -> tuple:
-    """An env_info example from a raw info dict.
-
-    Keys become identifiers (:func:`~rlframe.spaces.gym_wrapper.to_identifier`),
-    values are kept or dropped as described in the module docstring, nested
-    dicts become namedtuples named ``<name>_<key>``. Classes are made with
-    ``namedtuple_cls``, so instances pickle into spawned workers.
-
-    Returns:
-        a namedtuple instance whose leaves fix each field's dtype and shape.
-    """
-    return _build_example(_clean_info(info), name)
-
-
-def info_to_nt(value: Mapping, example: tuple, dropped: list[str] | None = None) -> tuple:
-    """Convert a raw info dict to the type of ``example``.
-
-    Args:
-        value: the info dict of one step.
-        example: from :func:`build_info_tuples`; fixes fields, dtypes, shapes.
-        dropped: if given, receives the (dotted) keys with storable values that
-            were dropped because they are not in ``example`` or do not fit its
-            type/shape (values of unstorable types are dropped silently).
-
-    Returns:
-        an instance of ``type(example)``; fields missing from ``value`` hold zeros.
-    """
-    return _to_nt(value, example, dropped, "")
 
 
 def check_env_id(id: str) -> None:  # noqa: A002 (gymnasium's parameter name)
@@ -366,131 +321,3 @@ def _find_horizon(env: gym.Env) -> int | None:
         inner = inner.env
     spec = env.spec
     return None if spec is None else spec.max_episode_steps
-
-
-class _FlatInfoConverter:
-    """Fast conversion of info dicts whose values are all scalars (most envs).
-
-    Gives the same result as :func:`info_to_nt` when every key of the info is
-    in the schema with a scalar value; returns None otherwise, so the caller
-    falls back to the general conversion (which also reports dropped keys).
-    """
-
-    _SCALARS = (bool, int, float, np.generic)
-
-    def __init__(self, example: tuple):
-        self.cls = type(example)
-        self.fields = {f: i for i, f in enumerate(example._fields)}
-        self.types = [type(v) for v in example]
-        self.zeros = [_zeros_like(v) if not is_namedtuple(v) else None for v in example]
-        self.usable = all(not is_namedtuple(v) and np.ndim(v) == 0 for v in example)
-        self.timeout_idx = self.fields["timeout"]
-        self.index: dict = {}  # raw info key -> field position (None: not in schema)
-
-    def convert(self, info: Mapping, timeout: bool) -> tuple | None:
-        if not self.usable:
-            return None
-        out = list(self.zeros)
-        for key, value in info.items():
-            i = self.index.get(key, -1)
-            if i == -1:
-                i = self.index[key] = self.fields.get(to_identifier(key))
-            if i is None or not isinstance(value, self._SCALARS):
-                return None
-            out[i] = self.types[i](value)
-        out[self.timeout_idx] = np.bool_(timeout)
-        return tuple.__new__(self.cls, out)
-
-
-def _info_leaf(value: object) -> np.generic | np.ndarray | None:
-    """The stored form of one info value, or None to drop it."""
-    if isinstance(value, (bool, np.bool_)):
-        return np.bool_(value)
-    if isinstance(value, int):
-        return np.int64(value) if -2 ** 63 <= value < 2 ** 63 else None
-    if isinstance(value, float):
-        return np.float32(value)
-    if not isinstance(value, (np.generic, np.ndarray, list, tuple)):
-        return None
-    try:
-        a = np.asarray(value)
-    except (ValueError, TypeError):  # ragged nested lists
-        return None
-    if a.dtype.kind not in "biuf":
-        return None
-    if a.dtype == np.float64:
-        a = a.astype(np.float32)
-    return a[()] if a.ndim == 0 else a
-
-
-def _storable(value: object) -> bool:
-    """Whether a value would be kept (values of other types are dropped silently)."""
-    if isinstance(value, Mapping):
-        return bool(_clean_info(value))
-    return _info_leaf(value) is not None
-
-
-def _clean_info(info: Mapping) -> dict:
-    """Identifier keys and stored values; empty nested dicts and dropped values removed."""
-    out: dict = {}
-    for key, value in info.items():
-        field = to_identifier(key)
-        if field in out:
-            continue
-        if isinstance(value, Mapping):
-            sub = _clean_info(value)
-            if sub:
-                out[field] = sub
-        else:
-            leaf = _info_leaf(value)
-            if leaf is not None:
-                out[field] = leaf
-    return out
-
-
-def _merge(first: dict, second: dict) -> dict:
-    """Union of two cleaned infos; ``first`` wins where both have a key."""
-    out = dict(first)
-    for key, value in second.items():
-        if key not in out:
-            out[key] = value
-        elif isinstance(out[key], dict) and isinstance(value, dict):
-            out[key] = _merge(out[key], value)
-    return out
-
-
-def _build_example(clean: dict, name: str) -> tuple:
-    cls = namedtuple_cls(name, list(clean), module=__name__)
-    return cls(*(_build_example(v, f"{name}_{k}") if isinstance(v, dict) else np.array(v)[()]
-                 for k, v in clean.items()))
-
-
-def _zeros_like(leaf: Any) -> Any:
-    return np.zeros(np.shape(leaf), dtype=leaf.dtype)[()]
-
-
-def _to_nt(value: Mapping, example: tuple, dropped: list[str] | None, prefix: str) -> tuple:
-    given: dict = {}
-    for key, v in value.items():
-        field = to_identifier(key)
-        if field in example._fields and field not in given:
-            given[field] = v
-        elif dropped is not None and _storable(v):
-            dropped.append(f"{prefix}{key}")
-    out = []
-    for field, ex in zip(example._fields, example):
-        v = given.get(field)
-        if is_namedtuple(ex):
-            if v is not None and not isinstance(v, Mapping) and dropped is not None:
-                dropped.append(f"{prefix}{field}")
-            out.append(_to_nt(v if isinstance(v, Mapping) else {}, ex, dropped,
-                              f"{prefix}{field}."))
-            continue
-        leaf = None if v is None else _info_leaf(v)
-        if leaf is not None and np.shape(leaf) == np.shape(ex):
-            out.append(np.array(leaf, dtype=ex.dtype)[()])
-        else:
-            if v is not None and dropped is not None:
-                dropped.append(f"{prefix}{field}")
-            out.append(_zeros_like(ex))
-    return type(example)(*out)

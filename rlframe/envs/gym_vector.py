@@ -32,8 +32,8 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
 from rlframe.envs.base import Env, EnvSpaces
 from rlframe.envs.checks import ObservationCheckWrapper, env_name
-from rlframe.envs.gym import (GymEnvWrapper, _info_leaf, _storable, done_and_timeout,
-                               warn_dropped_info_keys)
+from rlframe.envs.gym import GymEnvWrapper, done_and_timeout
+from rlframe.envs.gym_info import info_leaf, is_storable, warn_dropped_info_keys
 from rlframe.envs.vec_env import ActionSampler, VecEnv, VecStep
 from rlframe.spaces.gym_wrapper import GymSpaceWrapper, to_identifier
 from rlframe.utils.buffer import buffer_from_example
@@ -279,7 +279,7 @@ def _any_storable(value: Any, mask: np.ndarray, n: int) -> bool:
         return any(_any_storable(v, m, n) for _, v, m in _info_items(value, n))
     if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
         return True
-    return any(_storable(value[i]) for i in np.flatnonzero(mask))
+    return any(is_storable(value[i]) for i in np.flatnonzero(mask))
 
 
 def _fill_info_rows(buf: Any, example: tuple, infos: Mapping, n: int, dropped: list[str],
@@ -318,7 +318,7 @@ def _fill_info_rows(buf: Any, example: tuple, infos: Mapping, n: int, dropped: l
             rows[mask] = value[mask]  # Casts to the schema's dtype (float64 -> float32).
         else:  # Objects (np.bool_, lists, ...) or another shape: row by row, like the wrapper.
             for i in np.flatnonzero(mask):
-                leaf = _info_leaf(value[i])
+                leaf = info_leaf(value[i])
                 if leaf is not None and np.shape(leaf) == np.shape(ex):
                     rows[i] = leaf
                 else:
