@@ -4,8 +4,8 @@
 becomes rlframe's ``done`` plus ``env_info.timeout``, and where free-form info
 dicts become a fixed-schema namedtuple (:mod:`rlframe.envs.gym_info`).
 
-``timeout`` (``np.bool_``) is always present: True when the episode was truncated (time limit) and not
-terminated, so algorithms bootstrap only through time limits.
+``timeout`` (``np.bool_``) is always present: True when the episode was truncated
+(time limit) and not terminated, so algorithms bootstrap only through time limits.
 
 The env's contract is checked where it costs nothing per step (see
 :mod:`rlframe.envs.checks`): gymnasium's API at construction, and the
