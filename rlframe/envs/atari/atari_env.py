@@ -185,10 +185,7 @@ class AtariEnv(Env):
             seed = int(np.random.randint(0, 2 ** 31))
         seed = int(seed)
         self._rng = np.random.default_rng(seed % 2 ** 31)
-        self.ale.setInt("random_seed", 1 + seed % (2 ** 31 - 1))
-        # Sticky actions must be set before the ROM loads to take effect.
-        self.ale.setFloat("repeat_action_probability", self._repeat_action_probability)
-        self.ale.loadROM(self._rom_path)
+        self._load_rom(1 + seed % (2 ** 31 - 1))
 
     def reset(self) -> np.ndarray:
         """Start a new game.
@@ -314,16 +311,19 @@ class AtariEnv(Env):
             self.ale = None
             return
         self.ale = _make_ale(self._backend, self._game)
-        self.ale.setInt("random_seed", 1)  # Replaced by the state's generator.
-        self.ale.setFloat("repeat_action_probability", self._repeat_action_probability)
-        self.ale.loadROM(self._rom_path)
+        self._load_rom(1)  # The seed of a generator that the state replaces.
         if self._backend == "ale_py":
             self.ale.restoreState(emulator_state)
         else:
             system_state = self.ale.decodeState(emulator_state)
             self.ale.restoreSystemState(system_state)
             self.ale.deleteState(system_state)
-        self._action_set = list(self.ale.getMinimalActionSet())
+
+    def _load_rom(self, ale_seed: int) -> None:
+        """Seed ALE and load the game (sticky actions must be set before it loads)."""
+        self.ale.setInt("random_seed", ale_seed)
+        self.ale.setFloat("repeat_action_probability", self._repeat_action_probability)
+        self.ale.loadROM(self._rom_path)
 
     def _life_reset(self) -> None:
         self.ale.act(0)  # One NOOP, as rlpyt does after a reset or a lost life.
